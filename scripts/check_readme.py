@@ -1,0 +1,24 @@
+"""Check that the README's table of papers matches the packages present (run by `make lint`).
+
+A row says "not yet" exactly when packages/<slug>/ does not exist.
+"""
+
+import re
+import sys
+from pathlib import Path
+
+root = Path(__file__).resolve().parent.parent
+rows = re.findall(r"^\| (\w+) \| .* \| `iclr26-[\w-]+` \| (.+) \|$", (root / "README.md").read_text(), re.M)
+present = {p.name for p in (root / "packages").iterdir() if (p / "pyproject.toml").is_file()}
+bad = []
+for slug, status in rows:
+    built = slug in present
+    if built == (status.strip() == "not yet"):
+        bad.append(
+            f"README: row {slug!r} says {status.strip()!r} but the package is {'present' if built else 'absent'}"
+        )
+bad += [f"README: no row for package {s!r}" for s in sorted(present - {s for s, _ in rows})]
+if len(rows) != 19:
+    bad.append(f"README: the table of papers has {len(rows)} rows, expected 19")
+print("\n".join(bad) or f"README table ok: {len(present)} of {len(rows)} papers built")
+sys.exit(1 if bad else 0)

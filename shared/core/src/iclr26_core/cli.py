@@ -1,0 +1,441 @@
+"""The command line of every paper package, and the umbrella ``iclr26`` command.
+
+A package builds its CLI in ``cli.py`` with `paper_cli`::
+
+    app = paper_cli(
+        slug="bof4",
+        title="BOF4: block-wise optimal 4-bit float quantization",
+        reproduce="iclr26_bof4.reproduce:run",          # run(cfg, ctx) -> Results
+        verbs=[Verb("quantize", "quantize a model", run="iclr26_bof4.commands:quantize",
+                    arguments=add_quantize_arguments)],
+    )
+    main = app                                          # console script iclr26-bof4
+
+Subcommands: ``reproduce [key=value ...]`` (hydra compose of ``<package>.conf/reproduce.yaml`` with the
+overrides; results in ``runs/<slug>/<timestamp>/`` or ``out=DIR``), ``configs list|show``, and the
+package's own verbs (argparse; their functions are imported only when called). Nothing here imports
+torch or hydra at import time, so ``--help`` is fast. A `UserError` anywhere prints one line and
+exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, entry_points, version
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+
+ENTRY_POINT_GROUP = "iclr26.papers"
+
+
+@dataclass
+class Verb:
+    """A package subcommand: ``run`` is ``"module:function"``, called as ``function(args) -> int | None``."""
+
+    name: str
+    help: str
+    run: str
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+
+
+@dataclass
+class RunContext:
+    """What ``reproduce`` functions get besides the config: where to write, which device, progress bars."""
+
+    run_dir: Path
+    device: str
+    seed: int
+    scale: str
+    log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
+
+    def progress(self, iterable: Iterable | None = None, *, total: int | None = None, desc: str = "", **kw):
+        """A tqdm progress bar on stderr (``ICLR26_PROGRESS=0`` turns bars off)."""
+        return progress(iterable, total=total, desc=desc, **kw)
+
+
+def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "", **kw):
+    from tqdm.auto import tqdm
+
+    disable = os.environ.get("ICLR26_PROGRESS", "1") == "0"
+    return tqdm(
+        iterable,
+        total=total,
+        desc=desc,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        disable=disable,
+        leave=kw.pop("leave", True),
+        **kw,
+    )
+
+
+def load_ref(ref: str) -> Any:
+    """Import ``"package.module:attr"``."""
+    module, _, attr = ref.partition(":")
+    obj = importlib.import_module(module)
+    for part in attr.split(".") if attr else []:
+        obj = getattr(obj, part)
+    return obj
+
+
+def seed_everything(seed: int) -> None:
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def pick_device(name: str | None) -> str:
+    """``auto`` → ``cuda`` when available, else ``mps``, else ``cpu``; an explicit name is checked."""
+    import torch
+
+    name = name or "auto"
+    if name == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"device={name} asked for, but no CUDA device is available (use device=cpu or auto)")
+    return name
+
+
+# ---------------------------------------------------------------------------------------------- configs
+def _config_groups(conf_module: str) -> dict[str, list[str]]:
+    """{group: [options]} and {"": [top-level config names]} from the files of a conf package."""
+    from importlib.resources import files
+
+    root = files(conf_module)
+    out: dict[str, list[str]] = {"": []}
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if entry.is_dir() and not entry.name.startswith(("_", ".")):
+            out[entry.name] = sorted(e.name[:-5] for e in entry.iterdir() if e.name.endswith(".yaml"))
+        elif entry.name.endswith(".yaml") and not entry.name.startswith("_"):
+            out[""].append(entry.name[:-5])
+    return out
+
+
+def _type_name(x: Any) -> str:
+    return {bool: "a boolean", int: "an int", float: "a float", str: "a string"}.get(
+        type(x), type(x).__name__
+    )
+
+
+def _check_types(base: Any, cfg: Any, overrides: Sequence[str], groups: dict[str, list[str]]) -> None:
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    for ov in overrides:
+        key, sep, raw = ov.partition("=")
+        if not sep or key.startswith(("+", "~")) or key in groups:
+            continue
+        old = OmegaConf.select(base, key, default=None, throw_on_missing=False)
+        new = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
+        if old is None or new is None:
+            continue
+        ok = True
+        if isinstance(old, bool):
+            ok = isinstance(new, bool)
+        elif isinstance(old, int):
+            ok = isinstance(new, int) and not isinstance(new, bool)
+        elif isinstance(old, float):
+            ok = isinstance(new, int | float) and not isinstance(new, bool)
+        elif isinstance(old, DictConfig | ListConfig):
+            ok = isinstance(new, type(old))
+        if not ok:
+            raise UserError(f"override {ov!r}: {key} must be {_type_name(old)}, got {raw!r}")
+
+
+def compose(conf_module: str, config_name: str = "reproduce", overrides: Sequence[str] = ()) -> Any:
+    """Compose ``<conf_module>/<config_name>.yaml`` with hydra and ``key=value`` overrides.
+
+    Unknown keys, unknown group options, syntax errors and ill-typed values raise `UserError`.
+    No hydra run directory, no chdir, no logging setup.
+    """
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = list(overrides)
+    for ov in overrides:
+        if "=" not in ov and not ov.startswith("~"):
+            raise UserError(f"override {ov!r} is not of the form key=value")
+    groups = _config_groups(conf_module)
+    GlobalHydra.instance().clear()
+    try:
+        # a missing config module or a broken default config is a packaging bug: let it raise
+        with initialize_config_module(config_module=conf_module, version_base="1.3"):
+            hydra_compose(config_name=config_name)
+            try:
+                group_ovs = [o for o in overrides if o.partition("=")[0].lstrip("+~") in groups]
+                base = hydra_compose(config_name=config_name, overrides=group_ovs)
+                cfg = hydra_compose(config_name=config_name, overrides=overrides)
+            except (HydraException, OmegaConfBaseException) as exc:
+                msg = " ".join(str(exc).split()).split(" Config search path")[0]
+                for group, options in groups.items():
+                    if group and f"'{group}'" in msg:
+                        msg += f" (options for {group}: {', '.join(options)})"
+                        break
+                raise UserError(f"bad override: {msg}") from None
+    finally:
+        GlobalHydra.instance().clear()
+    _check_types(base, cfg, overrides, groups)
+    return cfg
+
+
+# --------------------------------------------------------------------------------------------- paper CLI
+class PaperCLI:
+    """The CLI of one paper package; call it with an argv list (``None``: ``sys.argv[1:]``)."""
+
+    def __init__(
+        self,
+        slug: str,
+        title: str,
+        reproduce: str,
+        verbs: Sequence[Verb] = (),
+        conf_module: str | None = None,
+        dist: str | None = None,
+        description: str = "",
+    ) -> None:
+        self.slug = slug
+        self.title = title
+        self.reproduce_ref = reproduce
+        self.verbs = list(verbs)
+        self.module = f"iclr26_{slug}"
+        self.conf_module = conf_module or f"{self.module}.conf"
+        self.dist = dist or f"iclr26-{slug.replace('_', '-')}"
+        self.prog = self.dist
+        self.description = description
+
+    @property
+    def version(self) -> str:
+        try:
+            return version(self.dist)
+        except PackageNotFoundError:
+            return "0.0.0"
+
+    def parser(self) -> argparse.ArgumentParser:
+        p = argparse.ArgumentParser(
+            prog=self.prog,
+            description=f"{self.title}. {self.description}".strip(),
+            epilog=f"Examples:\n  {self.prog} reproduce                 # the paper's claims, CPU scale\n"
+            f"  {self.prog} reproduce scale=smoke     # seconds\n"
+            f"  {self.prog} configs show scale=paper  # the resolved config",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("--version", action="version", version=f"{self.dist} {self.version}")
+        sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+        r = sub.add_parser(
+            "reproduce",
+            help="reproduce the paper's claims (writes runs/<slug>/<time>/)",
+            description="Reproduce the paper's claims. Overrides are hydra key=value pairs, "
+            "e.g. scale=smoke seed=1 out=DIR device=cpu.",
+        )
+        r.add_argument("overrides", nargs="*", metavar="key=value")
+        c = sub.add_parser("configs", help="list config groups or show the resolved config")
+        c.add_argument("action", choices=["list", "show"])
+        c.add_argument("overrides", nargs="*", metavar="key=value")
+        for verb in self.verbs:
+            vp = sub.add_parser(verb.name, help=verb.help, description=verb.help)
+            if verb.arguments is not None:
+                verb.arguments(vp)
+        return p
+
+    def __call__(self, argv: Sequence[str] | None = None) -> int:
+        args = self.parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        try:
+            if args.command == "reproduce":
+                self.reproduce(args.overrides)
+                return 0
+            if args.command == "configs":
+                return self._configs(args.action, args.overrides)
+            verb = next(v for v in self.verbs if v.name == args.command)
+            return int(load_ref(verb.run)(args) or 0)
+        except UserError as exc:
+            print(f"{self.prog}: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"{self.prog}: interrupted", file=sys.stderr)
+            return 130
+
+    def _configs(self, action: str, overrides: Sequence[str]) -> int:
+        if action == "list":
+            groups = _config_groups(self.conf_module)
+            print("configs: " + ", ".join(groups.pop("")))
+            for group, options in groups.items():
+                print(f"{group}: {', '.join(options)}")
+            return 0
+        from omegaconf import OmegaConf
+
+        print(OmegaConf.to_yaml(compose(self.conf_module, "reproduce", overrides)), end="")
+        return 0
+
+    def reproduce(self, overrides: Sequence[str] = ()) -> Path:
+        """Run the paper's claims; returns the run directory. Raises `UserError` on bad input."""
+        from omegaconf import OmegaConf
+
+        from .fs import atomic_write_text, check_out_dir, staged_dir
+        from .report import claims_table, write_report
+
+        cfg = compose(self.conf_module, "reproduce", overrides)
+        scale = str(OmegaConf.select(cfg, "scale.name", default="?"))
+        out = cfg.get("out") if "out" in cfg else None
+        final = check_out_dir(out) if out else _new_run_dir(self.slug)
+        seed = int(cfg.get("seed", 0))
+        device = pick_device(cfg.get("device", "auto"))
+        fn = load_ref(self.reproduce_ref)
+        command = " ".join([self.prog, "reproduce", *overrides])
+        with staged_dir(final) as tmp:
+            seed_everything(seed)
+            ctx = RunContext(run_dir=tmp, device=device, seed=seed, scale=scale)
+            ctx.log(f"{self.prog} {self.version}: reproducing at scale={scale} on {device} -> {final}")
+            t0 = time.perf_counter()
+            results = fn(cfg, ctx)
+            seconds = time.perf_counter() - t0
+            config_yaml = OmegaConf.to_yaml(cfg)
+            atomic_write_text(tmp / "config.yaml", config_yaml)
+            write_report(
+                tmp,
+                paper=self.slug,
+                title=self.title,
+                version=self.version,
+                scale=scale,
+                seconds=seconds,
+                results=results,
+                config_yaml=config_yaml,
+                command=command,
+            )
+        n_hold = sum(c.holds for c in results.claims)
+        print(claims_table(results.claims))
+        print(f"\n{n_hold}/{len(results.claims)} claims hold · scale={scale} · {seconds:.1f} s · {final}")
+        return final
+
+
+def _new_run_dir(slug: str) -> Path:
+    base = Path(os.environ.get("ICLR26_RUNS", "runs")) / slug
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path, i = base / stamp, 1
+    while path.exists():
+        path, i = base / f"{stamp}-{i}", i + 1
+    return path
+
+
+def paper_cli(slug: str, title: str, reproduce: str, verbs: Sequence[Verb] = (), **kw: Any) -> PaperCLI:
+    """Build the CLI of a paper package (see the module docstring)."""
+    return PaperCLI(slug, title, reproduce, verbs, **kw)
+
+
+# ------------------------------------------------------------------------------------------------ umbrella
+def installed_papers() -> dict[str, PaperCLI]:
+    """{slug: PaperCLI} of every installed paper package (entry-point group ``iclr26.papers``)."""
+    papers = {}
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        papers[ep.name] = ep.load()
+    return papers
+
+
+def _latest_runs(runs: Path) -> list[tuple[str, Path]]:
+    found = []
+    if runs.is_dir():
+        for slug_dir in sorted(p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            done = [d for d in slug_dir.iterdir() if (d / "metrics.json").is_file()]
+            if done:
+                found.append((slug_dir.name, max(done, key=lambda d: (d / "metrics.json").stat().st_mtime)))
+    return found
+
+
+def umbrella_main(argv: Sequence[str] | None = None) -> int:
+    """``iclr26 list | reproduce <slug>|--all [key=value ...] | report``."""
+    p = argparse.ArgumentParser(prog="iclr26", description="ICLR 2026 papers as software: the umbrella CLI.")
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"iclr26-core {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub.add_parser("list", help="every installed paper package, its version and title")
+    r = sub.add_parser("reproduce", help="reproduce one paper (or --all) with key=value overrides")
+    r.add_argument("slug", nargs="?", help="paper slug (see `iclr26 list`)")
+    r.add_argument("--all", action="store_true", help="every installed paper, one after the other")
+    r.add_argument("overrides", nargs="*", metavar="key=value")
+    rep = sub.add_parser("report", help="one page with the latest report of every paper")
+    rep.add_argument("--runs", default=os.environ.get("ICLR26_RUNS", "runs"), help="runs directory")
+    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        if args.command == "list":
+            papers = installed_papers()
+            if not papers:
+                print("no paper packages installed (pip install iclr26-<slug>)")
+            for slug, app in papers.items():
+                print(f"{slug:<16} {app.version:<8} {app.title}")
+            return 0
+        if args.command == "reproduce":
+            papers = installed_papers()
+            overrides = list(args.overrides)
+            if args.all:
+                if args.slug:
+                    overrides.insert(0, args.slug)
+                if any(o.startswith("out=") for o in overrides):
+                    raise UserError(
+                        "out= cannot be used with --all (each paper writes its own run directory)"
+                    )
+                slugs = list(papers)
+            else:
+                if not args.slug:
+                    raise UserError("name a paper slug or use --all")
+                if args.slug not in papers:
+                    raise UserError(f"unknown paper {args.slug!r}; installed: {', '.join(papers) or 'none'}")
+                slugs = [args.slug]
+            for slug in slugs:
+                papers[slug].reproduce(overrides)
+            return 0
+        return _report(Path(args.runs))
+    except UserError as exc:
+        print(f"iclr26: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _report(runs: Path) -> int:
+    import json
+
+    from .fs import atomic_write_text
+
+    latest = _latest_runs(runs)
+    if not latest:
+        raise UserError(f"no finished runs under {str(runs)!r}; run `iclr26 reproduce <slug>` first")
+    lines = [
+        "# iclr26: latest reproduction of each paper",
+        "",
+        "| paper | version | scale | claims holding | seconds | run |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    sections = []
+    for slug, run in latest:
+        m = json.loads((run / "metrics.json").read_text())
+        claims = m.get("claims", [])
+        n = sum(bool(c.get("holds")) for c in claims)
+        lines.append(
+            f"| {slug} | {m.get('version')} | {m.get('scale')} | {n}/{len(claims)} | "
+            f"{m.get('seconds')} | {run} |"
+        )
+        report = run / "report.md"
+        if report.is_file():
+            rel = run.relative_to(runs).as_posix() if run.is_relative_to(runs) else str(run)
+            sections += ["", "---", "", report.read_text().replace("](", f"]({rel}/")]
+    text = "\n".join(lines + sections) + "\n"
+    atomic_write_text(runs / "REPORT.md", text)
+    print("\n".join(lines))
+    print(f"\nwrote {runs / 'REPORT.md'}")
+    return 0

@@ -1,0 +1,93 @@
+"""Text that ships with Python itself, as `datasets.Dataset`s; never a download.
+
+The corpus is the stdlib's ``pydoc_data.topics``: ~80 help topics (the language reference), about
+1 MB of English technical prose with code. Splits are by topic, so validation text is never seen in
+training. Plus small synthetic generators for tasks with a known answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+
+def pydoc_topics() -> dict[str, str]:
+    """{topic name: text} of the stdlib's pydoc help topics, sorted by name."""
+    from pydoc_data.topics import topics
+
+    return {name: topics[name] for name in sorted(topics)}
+
+
+def _split_of(name: str, val_fraction: float, seed: int) -> str:
+    # a stable hash of (seed, topic): the split of a topic does not depend on the other topics
+    h = int(hashlib.sha256(f"{seed}:{name}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    return "validation" if h < val_fraction else "train"
+
+
+def pydoc_dataset(val_fraction: float = 0.1, seed: int = 0):
+    """The pydoc topics as a ``datasets.DatasetDict`` with ``train``/``validation`` splits by topic.
+
+    Columns: ``topic`` (str), ``text`` (str). Deterministic for ``(val_fraction, seed)``; both splits
+    are non-empty.
+    """
+    import datasets
+
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    topics = pydoc_topics()
+    rows: dict[str, dict[str, list[str]]] = {
+        "train": {"topic": [], "text": []},
+        "validation": {"topic": [], "text": []},
+    }
+    for name, text in topics.items():
+        split = _split_of(name, val_fraction, seed)
+        rows[split]["topic"].append(name)
+        rows[split]["text"].append(text)
+    if not rows["validation"]["topic"]:  # tiny fractions: move the largest-hash topic over
+        name = max(topics, key=lambda n: hashlib.sha256(f"{seed}:{n}".encode()).hexdigest())
+        i = rows["train"]["topic"].index(name)
+        for col in ("topic", "text"):
+            rows["validation"][col].append(rows["train"][col].pop(i))
+    return datasets.DatasetDict({k: datasets.Dataset.from_dict(v) for k, v in rows.items()})
+
+
+def pydoc_text(split: str | None = None, val_fraction: float = 0.1, seed: int = 0) -> str:
+    """All pydoc text (``split=None``) or one split's, joined by blank lines."""
+    if split is None:
+        return "\n\n".join(pydoc_topics().values())
+    return "\n\n".join(pydoc_dataset(val_fraction, seed)[split]["text"])
+
+
+def token_blocks(texts: list[str], tokenizer: Any, seq_len: int, eos_id: int | None = None):
+    """Tokenise ``texts``, join them with ``eos_id`` and cut into ``[n, seq_len]`` int64 blocks (tail dropped)."""
+    import torch
+
+    eos = tokenizer.eos_token_id if eos_id is None else eos_id
+    ids: list[int] = []
+    for enc in tokenizer(list(texts), add_special_tokens=False)["input_ids"]:
+        ids.extend(enc)
+        if eos is not None:
+            ids.append(eos)
+    n = len(ids) // seq_len
+    if n == 0:
+        raise ValueError(f"{len(ids)} tokens is less than one block of {seq_len}")
+    return torch.tensor(ids[: n * seq_len], dtype=torch.long).view(n, seq_len)
+
+
+def lm_dataset(tokenizer: Any, seq_len: int = 128, val_fraction: float = 0.1, seed: int = 0):
+    """pydoc text as ``datasets.DatasetDict`` of ``input_ids`` blocks (train/validation), torch format."""
+    import datasets
+
+    split = pydoc_dataset(val_fraction, seed)
+    out = {}
+    for name in ("train", "validation"):
+        blocks = token_blocks(split[name]["text"], tokenizer, seq_len)
+        out[name] = datasets.Dataset.from_dict({"input_ids": blocks.tolist()}).with_format("torch")
+    return datasets.DatasetDict(out)
+
+
+def random_sequences(n: int, length: int, vocab: int, seed: int = 0) -> list[list[int]]:
+    """``n`` uniform random token sequences: a null-information baseline for synthetic tasks."""
+    rng = random.Random(seed)
+    return [[rng.randrange(vocab) for _ in range(length)] for _ in range(n)]

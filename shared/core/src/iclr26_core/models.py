@@ -1,0 +1,270 @@
+"""Tiny randomly initialised `transformers` models by name, and loaders for real ones.
+
+>>> model = tiny_model("llama")                 # 2 layers, hidden 64, vocab 512
+>>> model = tiny_model("olmoe", size="small", num_experts=8)
+
+Sizes are deliberately small; ``tiny`` runs a forward pass in milliseconds on a CPU, ``small`` is the
+size used for miniature experiments (hidden 128, 2 layers: ~0.8M parameters for llama with vocab 512).
+Any config field can be overridden with keyword arguments.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+
+# name -> (config class name, model class name, {size: config kwargs})
+# token ids match iclr26_core.tokenizers: 0 = <|endoftext|> (bos/eos), 1 = <pad>
+_IDS = {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 1}
+_TEXT = {"vocab_size": 512, "max_position_embeddings": 256, **_IDS}
+_SPECS: dict[str, tuple[str, str, dict[str, dict[str, Any]]]] = {
+    "gpt2": (
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        {
+            "tiny": dict(_IDS, vocab_size=512, n_positions=256, n_embd=64, n_layer=2, n_head=4),
+            "small": dict(_IDS, vocab_size=512, n_positions=256, n_embd=128, n_layer=2, n_head=4),
+        },
+    ),
+    "llama": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        {
+            "tiny": dict(
+                _TEXT,
+                hidden_size=64,
+                intermediate_size=176,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+            ),
+            "small": dict(
+                _TEXT,
+                hidden_size=128,
+                intermediate_size=512,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=4,
+            ),
+        },
+    ),
+    "mixtral": (
+        "MixtralConfig",
+        "MixtralForCausalLM",
+        {
+            "tiny": dict(
+                _TEXT,
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                num_local_experts=4,
+                num_experts_per_tok=2,
+            ),
+            "small": dict(
+                _TEXT,
+                hidden_size=128,
+                intermediate_size=256,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=4,
+                num_local_experts=8,
+                num_experts_per_tok=2,
+            ),
+        },
+    ),
+    "olmoe": (
+        "OlmoeConfig",
+        "OlmoeForCausalLM",
+        {
+            "tiny": dict(
+                _TEXT,
+                hidden_size=64,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=4,
+                num_experts=8,
+                num_experts_per_tok=2,
+            ),
+            "small": dict(
+                _TEXT,
+                hidden_size=128,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=4,
+                num_experts=16,
+                num_experts_per_tok=4,
+            ),
+        },
+    ),
+    "vit": (
+        "ViTConfig",
+        "ViTForImageClassification",
+        {
+            "tiny": dict(
+                image_size=32,
+                patch_size=8,
+                num_channels=3,
+                hidden_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=128,
+                num_labels=10,
+            ),
+            "small": dict(
+                image_size=32,
+                patch_size=4,
+                num_channels=3,
+                hidden_size=128,
+                num_hidden_layers=4,
+                num_attention_heads=4,
+                intermediate_size=256,
+                num_labels=10,
+            ),
+        },
+    ),
+    "clip": (
+        "CLIPConfig",
+        "CLIPModel",
+        {
+            "tiny": dict(
+                text_config=dict(
+                    _IDS,
+                    vocab_size=512,
+                    hidden_size=64,
+                    intermediate_size=128,
+                    num_hidden_layers=2,
+                    num_attention_heads=4,
+                    max_position_embeddings=64,
+                ),
+                vision_config=dict(
+                    image_size=32,
+                    patch_size=8,
+                    hidden_size=64,
+                    intermediate_size=128,
+                    num_hidden_layers=2,
+                    num_attention_heads=4,
+                ),
+                projection_dim=32,
+            ),
+            "small": dict(
+                text_config=dict(
+                    _IDS,
+                    vocab_size=512,
+                    hidden_size=128,
+                    intermediate_size=256,
+                    num_hidden_layers=2,
+                    num_attention_heads=4,
+                    max_position_embeddings=64,
+                ),
+                vision_config=dict(
+                    image_size=32,
+                    patch_size=4,
+                    hidden_size=128,
+                    intermediate_size=256,
+                    num_hidden_layers=2,
+                    num_attention_heads=4,
+                ),
+                projection_dim=64,
+            ),
+        },
+    ),
+}
+
+MODEL_NAMES = tuple(_SPECS)
+SIZES = ("tiny", "small")
+
+
+def tiny_config(name: str, size: str = "tiny", **overrides: Any):
+    """The `transformers` config of a tiny model ``name`` (one of MODEL_NAMES) at ``size``."""
+    import transformers
+
+    if name not in _SPECS:
+        raise UserError(f"unknown tiny model {name!r}; choose one of {', '.join(MODEL_NAMES)}")
+    if size not in SIZES:
+        raise UserError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
+    cfg_cls, _, sizes = _SPECS[name]
+    kwargs = dict(sizes[size])
+    kwargs.update(overrides)
+    return getattr(transformers, cfg_cls)(**kwargs)
+
+
+def tiny_model(name: str, size: str = "tiny", seed: int | None = 0, **overrides: Any):
+    """A randomly initialised `transformers` model ``name`` at ``size`` (eval mode, float32).
+
+    ``seed`` makes the initialisation reproducible (``None`` leaves the global RNG alone).
+    """
+    import torch
+    import transformers
+
+    config = tiny_config(name, size, **overrides)
+    model_cls = getattr(transformers, _SPECS[name][1])
+    if seed is None:
+        model = model_cls(config)
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = model_cls(config)
+    return model.eval()
+
+
+def _resolve(name_or_path: str) -> str:
+    path = Path(name_or_path).expanduser()
+    looks_local = name_or_path.startswith((".", "/", "~")) or path.exists()
+    if looks_local:
+        if not path.exists():
+            raise UserError(f"model path {name_or_path!r} does not exist")
+        if not (path / "config.json").is_file():
+            raise UserError(f"{name_or_path!r} is not a transformers model directory (no config.json)")
+        return str(path)
+    return name_or_path
+
+
+def _load(auto_cls_name: str, name_or_path: str, **kwargs: Any):
+    import transformers
+
+    if name_or_path.startswith("tiny-"):
+        # "tiny-llama", "tiny-gpt2:small": random-init models, handy for trying a CLI without a download
+        name, _, size = name_or_path[5:].partition(":")
+        return tiny_model(name, size or "tiny")
+    ref = _resolve(name_or_path)
+    auto_cls = getattr(transformers, auto_cls_name)
+    try:
+        return auto_cls.from_pretrained(ref, **kwargs)
+    except OSError as exc:
+        raise UserError(
+            f"cannot load model {name_or_path!r}: not a local model directory and the hub is not reachable "
+            f"or has no such model ({str(exc).splitlines()[0]})"
+        ) from exc
+
+
+def load_causal_lm(name_or_path: str, **kwargs: Any):
+    """A causal LM from a local directory, a hub id (needs network or the HF cache) or ``tiny-<name>[:size]``."""
+    return _load("AutoModelForCausalLM", name_or_path, **kwargs)
+
+
+def load_model(name_or_path: str, auto_class: str = "AutoModel", **kwargs: Any):
+    """Any model through the given ``transformers`` auto class (``AutoModelForImageClassification`` ...)."""
+    return _load(auto_class, name_or_path, **kwargs)
+
+
+def load_tokenizer(name_or_path: str, **kwargs: Any):
+    """The tokenizer saved next to a model (local directory or hub id)."""
+    import transformers
+
+    ref = _resolve(name_or_path)
+    try:
+        return transformers.AutoTokenizer.from_pretrained(ref, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"cannot load a tokenizer from {name_or_path!r} ({str(exc).splitlines()[0]})"
+        ) from exc
+
+
+def count_parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,157 @@
+"""Claims, the reproduction report and its files.
+
+A paper's ``reproduce`` returns ``Results(claims=[Claim(...)], metrics={...})``. Every ``Claim.holds`` is
+computed by the caller from a measurement (``holds=measured <= bound``), and ``rule`` says in words
+which comparison decided it. `write_report` turns them into ``metrics.json`` and ``report.md``;
+`claims_table` renders the markdown table the CLI prints and the package README shows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .fs import atomic_write_text, write_json
+
+
+@dataclass
+class Claim:
+    """One reproduced claim: ``holds`` must be a computed boolean, ``rule`` the comparison that gave it."""
+
+    id: str
+    claim: str
+    paper: Any
+    measured: Any
+    holds: bool
+    rule: str
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        # numpy/torch booleans are fine; anything else (a string "yes", None) is a bug in the caller
+        holds = self.holds.item() if hasattr(self.holds, "item") else self.holds
+        if not isinstance(holds, bool):
+            raise TypeError(f"Claim {self.id}: holds must be a computed bool, got {self.holds!r}")
+        self.holds = holds
+
+
+@dataclass
+class Results:
+    """What a paper's ``reproduce`` returns: the claims and the raw numbers behind them and the figures."""
+
+    claims: list[Claim]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    figures: list[str] = field(default_factory=list)
+
+
+def fmt(x: Any, digits: int = 4) -> str:
+    """A compact human rendering of a number, list or dict for tables."""
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        if math.isnan(x) or math.isinf(x):
+            return str(x)
+        if x != 0 and (abs(x) < 10 ** -(digits - 1) or abs(x) >= 10**6):
+            return f"{x:.{digits - 1}e}"
+        return f"{x:.{digits}g}"
+    if isinstance(x, list | tuple):
+        return "[" + ", ".join(fmt(v, digits) for v in x) + "]"
+    if isinstance(x, dict):
+        return ", ".join(f"{k}={fmt(v, digits)}" for k, v in x.items())
+    return str(x)
+
+
+def _cell(x: Any) -> str:
+    return fmt(x).replace("|", "\\|").replace("\n", " ")
+
+
+def claims_table(claims: list[Claim]) -> str:
+    """The markdown claims table: claim · paper · ours · holds? · rule/note."""
+    lines = [
+        "| id | claim | paper | ours | holds | rule | note |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in claims:
+        cells = [c.id, c.claim, c.paper, c.measured, "yes" if c.holds else "**no**", c.rule, c.note]
+        lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
+    return "\n".join(lines)
+
+
+def write_report(
+    run_dir: str | Path,
+    *,
+    paper: str,
+    title: str,
+    version: str,
+    scale: str,
+    seconds: float,
+    results: Results,
+    config_yaml: str = "",
+    command: str = "",
+) -> dict[str, Any]:
+    """Write ``metrics.json`` and ``report.md`` into ``run_dir``; returns the metrics dict."""
+    run_dir = Path(run_dir)
+    metrics = {
+        "paper": paper,
+        "version": version,
+        "scale": scale,
+        "seconds": round(seconds, 2),
+        "claims": [asdict(c) for c in results.claims],
+        **results.metrics,
+    }
+    write_json(run_dir / "metrics.json", metrics)
+    n_hold = sum(c.holds for c in results.claims)
+    lines = [
+        f"# {title}",
+        "",
+        f"`iclr26-{paper.replace('_', '-')}` {version} · scale `{scale}` · {seconds:.1f} s · "
+        f"{n_hold}/{len(results.claims)} claims hold",
+        "",
+    ]
+    if command:
+        lines += [f"Command: `{command}`", ""]
+    lines += [claims_table(results.claims), ""]
+    for fig in results.figures:
+        lines += [f"![{Path(fig).stem}]({Path(fig).name})", ""]
+    if config_yaml:
+        lines += [
+            "<details><summary>resolved config</summary>",
+            "",
+            "```yaml",
+            config_yaml.rstrip(),
+            "```",
+            "",
+            "</details>",
+            "",
+        ]
+    atomic_write_text(run_dir / "report.md", "\n".join(lines))
+    return metrics
+
+
+def load_metrics(run_dir: str | Path) -> dict[str, Any]:
+    return json.loads((Path(run_dir) / "metrics.json").read_text())
+
+
+def pyplot():
+    """``matplotlib.pyplot`` with the non-interactive Agg backend (works headless, in CI and over ssh)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: str | Path, dpi: int = 120) -> str:
+    """Save a matplotlib figure as PNG atomically, close it, return the file name."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    try:
+        fig.savefig(tmp, dpi=dpi, bbox_inches="tight")
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        pyplot().close(fig)
+    return path.name

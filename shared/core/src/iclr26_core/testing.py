@@ -1,0 +1,115 @@
+"""Helpers shared by every package's tests: tiny odd-sized models, seeding, an in-process CLI runner.
+
+Odd sizes (hidden 36, vocab 99, 3 heads ...) catch shape bugs that powers of two hide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+ODD = {
+    "llama": dict(
+        vocab_size=99,
+        hidden_size=36,
+        intermediate_size=52,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+    ),
+    "gpt2": dict(vocab_size=99, n_embd=36, n_layer=2, n_head=3, n_positions=64),
+    "mixtral": dict(
+        vocab_size=99,
+        hidden_size=36,
+        intermediate_size=52,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        num_key_value_heads=1,
+        num_local_experts=3,
+        num_experts_per_tok=2,
+        max_position_embeddings=64,
+    ),
+    "olmoe": dict(
+        vocab_size=99,
+        hidden_size=36,
+        intermediate_size=52,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        num_key_value_heads=3,
+        num_experts=5,
+        num_experts_per_tok=2,
+        max_position_embeddings=64,
+    ),
+}
+
+
+def odd_model(name: str = "llama", seed: int = 0, **overrides: Any):
+    """A random-init tiny model with odd sizes (vocab 99, hidden 36, 3 heads)."""
+    from .models import tiny_model
+
+    return tiny_model(name, "tiny", seed=seed, **{**ODD[name], **overrides})
+
+
+def seed_all(seed: int = 0) -> None:
+    from .cli import seed_everything
+
+    seed_everything(seed)
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_cli(
+    main: Callable[[Sequence[str]], int | None], args: Sequence[str], env: dict[str, str] | None = None
+) -> CliResult:
+    """Run a CLI entry point in-process, capturing stdout/stderr and the exit code (argparse exits too)."""
+    out, err = io.StringIO(), io.StringIO()
+    old_env = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    os.environ.setdefault("ICLR26_PROGRESS", "0")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse --help / usage errors
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        for k, v in old_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return CliResult(int(code or 0), out.getvalue(), err.getvalue())
+
+
+def imports_torch(code: str) -> bool:
+    """Whether running ``code`` in a fresh interpreter imports torch (for the fast-``--help`` tests)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, contextlib, io\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        exec({code!r})\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('TORCH' if 'torch' in sys.modules else 'NOTORCH')"
+    )
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    if "TORCH" not in res.stdout:
+        raise RuntimeError(f"probe failed: {res.stderr[-2000:]}")
+    return "NOTORCH" not in res.stdout

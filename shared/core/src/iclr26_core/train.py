@@ -1,0 +1,220 @@
+"""A short, explicit training loop on `accelerate`: grad clipping, warmup + cosine schedule, progress bar,
+periodic evaluation, checkpoint/resume, NaN detection.
+
+    result = train_lm(model, blocks["train"], blocks["validation"], TrainConfig(steps=120, lr=3e-3))
+
+Runs on the CPU here and on many GPUs with ``accelerate launch``. The batch of step ``s`` is a pure
+function of ``(seed, s)`` (a fresh permutation per epoch), so a run resumed from a checkpoint sees exactly
+the batches it would have seen without stopping.
+
+Checkpoints (``checkpoint_dir/step-<N>/``): ``model.safetensors`` (no pickle) and ``trainer_state.pt``
+(optimizer, schedule, step: tensors and numbers only, read back with ``torch.load(weights_only=True)``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import TrainingDiverged, UserError
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 100
+    batch_size: int = 16
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.95)
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
+    grad_clip: float | None = 1.0
+    eval_every: int = 0  # 0: evaluate only at the end (when eval data is given)
+    eval_batches: int | None = 8
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = 0
+    seed: int = 0
+    device: str = "auto"
+    progress: bool = True
+    desc: str = "train"
+
+
+@dataclass
+class TrainResult:
+    losses: list[float] = field(default_factory=list)  # training loss per step
+    evals: list[tuple[int, float]] = field(default_factory=list)  # (step, mean eval loss)
+    steps: int = 0
+    seconds: float = 0.0
+
+    @property
+    def final_eval(self) -> float | None:
+        return self.evals[-1][1] if self.evals else None
+
+
+def lr_lambda(step: int, cfg: TrainConfig) -> float:
+    """Multiplier of the base lr: linear warmup, then cosine from 1 to ``min_lr_ratio``."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    span = max(cfg.steps - cfg.warmup_steps, 1)
+    progress = min((step - cfg.warmup_steps) / span, 1.0)
+    return cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def batch_indices(n: int, batch_size: int, step: int, seed: int) -> list[int]:
+    """Row indices of the batch at ``step``: epochs of a seeded permutation of ``range(n)``, concatenated."""
+    import torch
+
+    out: list[int] = []
+    start = step * batch_size
+    while len(out) < batch_size:
+        epoch, offset = divmod(start + len(out), n)
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+        out.extend(perm[offset : offset + batch_size - len(out)].tolist())
+    return out
+
+
+def _rows(data: Any, idx: list[int]):
+    import torch
+
+    if isinstance(data, torch.Tensor):
+        return data[idx]
+    rows = data[idx]
+    rows = rows["input_ids"] if isinstance(rows, dict) else rows
+    return rows if isinstance(rows, torch.Tensor) else torch.as_tensor(rows)
+
+
+def causal_lm_loss(model: Any, batch: Any):
+    return model(input_ids=batch, labels=batch).loss
+
+
+def train_lm(
+    model: Any,
+    train_data: Any,
+    eval_data: Any = None,
+    cfg: TrainConfig | None = None,
+    loss_fn: Callable[[Any, Any], Any] = causal_lm_loss,
+    resume_from: str | Path | None = None,
+    optimizer: Any = None,
+) -> TrainResult:
+    """Train ``model`` for ``cfg.steps`` AdamW steps on rows of ``train_data`` ([N, T] tensor or dataset).
+
+    ``loss_fn(model, batch) -> scalar`` defaults to the causal-LM loss. ``resume_from`` is a checkpoint
+    directory written by an earlier call (``checkpoint_dir/step-N``); training continues at step N.
+    Raises `TrainingDiverged` when the loss is NaN/inf.
+    """
+    import torch
+    from accelerate import Accelerator
+
+    from .cli import progress, seed_everything
+
+    cfg = cfg or TrainConfig()
+    n = len(train_data)
+    if n == 0:
+        raise UserError("no training data")
+    seed_everything(cfg.seed)
+    accel = Accelerator(cpu=cfg.device == "cpu")
+    if optimizer is None:
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_lambda(s, cfg))
+    start = 0
+    if resume_from is not None:
+        start = load_training_state(resume_from, model, optimizer, scheduler)
+    model, optimizer = accel.prepare(model, optimizer)
+    result = TrainResult(steps=start)
+    model.train()
+    t0 = time.perf_counter()
+    steps = range(start, cfg.steps)
+    bar = progress(steps, total=cfg.steps, initial=start, desc=cfg.desc) if cfg.progress else steps
+    for step in bar:
+        batch = _rows(train_data, batch_indices(n, cfg.batch_size, step, cfg.seed)).to(accel.device)
+        loss = loss_fn(model, batch)
+        if not torch.isfinite(loss.detach()):
+            raise TrainingDiverged(
+                f"the training loss became {float(loss.detach())} at step {step}; "
+                f"lower the learning rate (lr={cfg.lr}) or check the data"
+            )
+        optimizer.zero_grad(set_to_none=True)
+        accel.backward(loss)
+        if cfg.grad_clip:
+            accel.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        result.losses.append(float(loss.detach()))
+        result.steps = step + 1
+        if cfg.progress and hasattr(bar, "set_postfix"):
+            bar.set_postfix(loss=f"{float(loss):.3f}", refresh=False)
+        last = step + 1 == cfg.steps
+        if eval_data is not None and ((cfg.eval_every and (step + 1) % cfg.eval_every == 0) or last):
+            result.evals.append((step + 1, evaluate_loss(model, eval_data, cfg, loss_fn, accel.device)))
+        if cfg.checkpoint_dir and cfg.checkpoint_every and ((step + 1) % cfg.checkpoint_every == 0 or last):
+            save_training_state(
+                Path(cfg.checkpoint_dir) / f"step-{step + 1}",
+                accel.unwrap_model(model),
+                optimizer,
+                scheduler,
+                step + 1,
+            )
+    result.seconds = time.perf_counter() - t0
+    model.eval()
+    return result
+
+
+def evaluate_loss(
+    model: Any, data: Any, cfg: TrainConfig, loss_fn: Callable = causal_lm_loss, device: Any = "cpu"
+) -> float:
+    """Mean ``loss_fn`` over the first ``cfg.eval_batches`` batches of ``data`` (in order)."""
+    import torch
+
+    was = model.training
+    model.eval()
+    n = len(data)
+    nb = math.ceil(n / cfg.batch_size)
+    nb = min(nb, cfg.eval_batches) if cfg.eval_batches else nb
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for b in range(nb):
+            idx = list(range(b * cfg.batch_size, min((b + 1) * cfg.batch_size, n)))
+            batch = _rows(data, idx).to(device)
+            total += float(loss_fn(model, batch)) * len(idx)
+            count += len(idx)
+    model.train(was)
+    return total / count
+
+
+def save_training_state(directory: str | Path, model: Any, optimizer: Any, scheduler: Any, step: int) -> Path:
+    """Write model weights (safetensors) and optimizer/schedule state atomically to ``directory``."""
+    import torch
+    from safetensors.torch import save_model
+
+    from .fs import staged_dir
+
+    with staged_dir(directory) as tmp:
+        save_model(model, str(tmp / "model.safetensors"))
+        torch.save(
+            {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step},
+            tmp / "trainer_state.pt",
+        )
+    return Path(directory)
+
+
+def load_training_state(directory: str | Path, model: Any, optimizer: Any, scheduler: Any) -> int:
+    """Restore what `save_training_state` wrote; returns the step to continue from."""
+    import torch
+    from safetensors.torch import load_model
+
+    from .errors import CheckpointError
+
+    directory = Path(directory)
+    try:
+        load_model(model, str(directory / "model.safetensors"))
+        state = torch.load(directory / "trainer_state.pt", weights_only=True)
+    except (OSError, RuntimeError) as exc:
+        raise CheckpointError(f"cannot resume from {str(directory)!r}: {str(exc).splitlines()[0]}") from None
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    return int(state["step"])

@@ -1,0 +1,1 @@
+"""A minimal paper package used to test the core CLI (not shipped)."""

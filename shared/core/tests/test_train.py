@@ -1,0 +1,61 @@
+"""The accelerate training loop: learning, exact resume, NaN detection."""
+
+import pytest
+import torch
+
+from iclr26_core.corpus import lm_dataset
+from iclr26_core.errors import TrainingDiverged
+from iclr26_core.models import tiny_model
+from iclr26_core.tokenizers import train_bpe
+from iclr26_core.train import TrainConfig, batch_indices, lr_lambda, train_lm
+
+
+@pytest.fixture(scope="module")
+def data():
+    return lm_dataset(train_bpe(300), seq_len=32)
+
+
+def _cfg(**kw):
+    base = dict(steps=30, batch_size=8, lr=3e-3, warmup_steps=3, eval_batches=2, progress=False, seed=0)
+    return TrainConfig(**{**base, **kw})
+
+
+def test_loss_falls_on_the_corpus(data):
+    model = tiny_model("llama", vocab_size=300)
+    res = train_lm(model, data["train"], data["validation"], _cfg(eval_every=10))
+    assert len(res.losses) == 30 and [s for s, _ in res.evals] == [10, 20, 30]
+    first, last = sum(res.losses[:3]) / 3, sum(res.losses[-3:]) / 3
+    assert last < first - 0.5, (first, last)
+    assert res.evals[-1][1] < res.evals[0][1]
+
+
+def test_resume_gives_the_same_next_loss(data, tmp_path):
+    steps = 6
+    straight = tiny_model("llama", vocab_size=300, seed=4)
+    full = train_lm(straight, data["train"], cfg=_cfg(steps=steps))
+    first = tiny_model("llama", vocab_size=300, seed=4)
+    train_lm(first, data["train"], cfg=_cfg(steps=steps, checkpoint_dir=str(tmp_path), checkpoint_every=3))
+    resumed_model = tiny_model("llama", vocab_size=300, seed=99)  # weights come from the checkpoint
+    resumed = train_lm(resumed_model, data["train"], cfg=_cfg(steps=steps), resume_from=tmp_path / "step-3")
+    assert resumed.steps == steps and len(resumed.losses) == 3
+    assert resumed.losses == pytest.approx(full.losses[3:], rel=1e-5)
+
+
+def test_nan_loss_stops_with_a_clear_message(data):
+    model = tiny_model("llama", vocab_size=300)
+    with pytest.raises(TrainingDiverged, match="became nan at step 0"):
+        train_lm(
+            model,
+            data["train"],
+            cfg=_cfg(steps=2),
+            loss_fn=lambda m, b: m(input_ids=b).logits.sum() * torch.nan,
+        )
+
+
+def test_schedule_and_batches():
+    cfg = TrainConfig(steps=10, warmup_steps=2, min_lr_ratio=0.1)
+    assert lr_lambda(0, cfg) == 0.5 and lr_lambda(1, cfg) == 1.0
+    assert lr_lambda(2, cfg) == pytest.approx(1.0) and lr_lambda(10, cfg) == pytest.approx(0.1)
+    seen = [i for s in range(5) for i in batch_indices(10, 2, s, seed=0)]
+    assert sorted(seen) == list(range(10))  # one epoch covers every row once
+    assert batch_indices(10, 4, 7, seed=0) == batch_indices(10, 4, 7, seed=0)
