@@ -9,7 +9,7 @@ from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
 rows = re.findall(r"^\| (\w+) \| .* \| `iclr26-[\w-]+` \| (.+) \|$", (root / "README.md").read_text(), re.M)
-present = {p.name for p in (root / "packages").iterdir() if (p / "pyproject.toml").is_file()}
+present = {p.parent.name for p in (root / "packages").glob("*/pyproject.toml")}
 bad = []
 for slug, status in rows:
     built = slug in present
