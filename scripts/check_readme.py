@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 root = Path(__file__).resolve().parent.parent
-rows = re.findall(r"^\| (\w+) \| .* \| `iclr26-[\w-]+` \| (.+) \|$", (root / "README.md").read_text(), re.M)
+row = r"^\| (\w+) \| .* \| \[?`iclr26-[\w-]+`(?:\]\([^)]*\))? \| (.+) \|$"
+rows = re.findall(row, (root / "README.md").read_text(), re.M)
 present = {p.parent.name for p in (root / "packages").glob("*/pyproject.toml")}
 bad = []
 for slug, status in rows:

@@ -1,0 +1,77 @@
+"""iclr26-bof4: block-wise optimal 4-bit float quantisation (BOF4, BOF4-S, OPQ) — arXiv 2505.06653.
+
+>>> import iclr26_bof4 as bof4
+>>> q = bof4.quantize(weight, codebook="bof4s-mse", block_size=64, opq_q=0.95)
+>>> w_hat = q.dequantize()
+>>> report = bof4.apply_to_model(model, mode="fake")
+
+Importing the package does not import torch: the public names below are loaded on first access
+(PEP 562 module ``__getattr__``), so ``iclr26-bof4 --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+try:
+    __version__ = version("iclr26-bof4")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+    __version__ = "0.0.0"
+
+# public name -> submodule that defines it
+_EXPORTS: dict[str, str] = {
+    "BOF4Config": "config",
+    "CODEBOOK_NAMES": "config",
+    "codebook": "codebooks",
+    "derive_codebook": "lloyd",
+    "quantize": "quantizer",
+    "dequantize": "quantizer",
+    "quantization_error": "quantizer",
+    "Quantized": "quantizer",
+    "BOF4Linear": "layer",
+    "apply_to_model": "model",
+    "QuantReport": "model",
+    "save_packed": "model",
+    "load_packed": "model",
+}
+
+__all__ = [  # noqa: RUF022 - grouped as in the spec
+    "__version__",
+    "BOF4Config",
+    "CODEBOOK_NAMES",
+    "codebook",
+    "derive_codebook",
+    "quantize",
+    "dequantize",
+    "quantization_error",
+    "Quantized",
+    "BOF4Linear",
+    "apply_to_model",
+    "QuantReport",
+    "save_packed",
+    "load_packed",
+]
+assert set(__all__) == {"__version__", *_EXPORTS}
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .codebooks import codebook
+    from .config import CODEBOOK_NAMES, BOF4Config
+    from .layer import BOF4Linear
+    from .lloyd import derive_codebook
+    from .model import QuantReport, apply_to_model, load_packed, save_packed
+    from .quantizer import Quantized, dequantize, quantization_error, quantize
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'iclr26_bof4' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value  # cache: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,221 @@
+"""Side-by-side bench: our codebooks vs optional peer libraries and an affine int4 baseline, same tensors.
+
+Peers (each probed when ``bench`` runs; a missing or failing peer gives a row ``note="unavailable: <reason>"``
+plus a ``warnings.warn`` — never an exception):
+
+* ``bitsandbytes-nf4`` — ``bitsandbytes.functional.quantize_4bit(w, blocksize=I, quant_type="nf4")`` /
+  ``dequantize_4bit`` (CPU support depends on the installed release's backend); float32 absmax.
+* ``torchao-nf4`` — ``to_nf4(w_bf16, block_size=I)`` from ``torchao.quantization.quantize_.workflows.nf4``
+  (torchao 0.18) or ``torchao.dtypes.nf4tensor`` (older); double-quantised scalers, so compare MSE, not bits.
+* ``hqq-int4`` — ``hqq.core.quantize.Quantizer.quantize(w, nbits=4, group_size=I, axis=1, optimize=True)``.
+* ``quanto-int4`` — ``optimum.quanto.quantize_weight(w, qint4, axis=0, group_size=I)``.
+
+Always present: our codebooks through :func:`iclr26_bof4.quantize`, and ``affine-int4`` — an in-package
+asymmetric min/max int4 with group I (scale = (max − min)/15 and min stored in float16, 4.5 bits per weight at
+I = 64), so the comparison keeps an affine column with no peer installed.
+
+Rows: ``{"method", "tensor", "mse", "mae", "bits_per_weight", "seconds", "note"}``; errors are means over the
+tensor's weights (float64), ``seconds`` the wall time of quantise + dequantise.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import warnings
+from collections.abc import Callable
+
+import torch
+
+from .quantizer import quantize
+
+PeerFn = Callable[[torch.Tensor, int], tuple[torch.Tensor, float]]
+
+
+def _bits(n_weights: int, *tensors) -> float:
+    nbytes = sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+    return 8.0 * nbytes / n_weights
+
+
+def _as_2d(w: torch.Tensor) -> torch.Tensor:
+    return w.reshape(-1, w.shape[-1]) if w.dim() >= 2 else w.reshape(1, -1)
+
+
+def affine_int4(weight: torch.Tensor, group_size: int = 64) -> tuple[torch.Tensor, float]:
+    """Asymmetric min/max int4 per group of ``group_size`` consecutive weights (flattened) → (ŵ, bits/weight).
+
+    s = (max − min)/15, z = min (both stored in float16), code = clamp(round((w − z)/s), 0, 15), ŵ = code·s + z.
+    The last group is padded with one of its own values (min/max unchanged); a constant group gets s = 1.
+    """
+    flat = weight.detach().reshape(-1).float()
+    n = flat.numel()
+    n_groups = -(-n // group_size)
+    pad = n_groups * group_size - n
+    groups = torch.cat([flat, flat[-1:].expand(pad)]).reshape(n_groups, group_size)
+    lo = groups.min(dim=1).values.half()
+    scale = ((groups.max(dim=1).values - lo.float()) / 15).half()
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    codes = ((groups - lo.float()[:, None]) / scale.float()[:, None]).round().clamp(0, 15)
+    deq = (codes * scale.float()[:, None] + lo.float()[:, None]).reshape(-1)[:n]
+    bits = 4.0 + 8.0 * (lo.element_size() + scale.element_size()) / group_size
+    return deq.reshape(weight.shape).to(weight.dtype), bits
+
+
+def _bitsandbytes() -> PeerFn:
+    import bitsandbytes.functional as bnb_f
+
+    def run(w: torch.Tensor, block_size: int) -> tuple[torch.Tensor, float]:
+        packed, state = bnb_f.quantize_4bit(w.float().contiguous(), blocksize=block_size, quant_type="nf4")
+        deq = bnb_f.dequantize_4bit(packed, state)
+        return deq.reshape(w.shape), _bits(w.numel(), packed, state.absmax)
+
+    return run
+
+
+def _torchao() -> PeerFn:
+    try:
+        from torchao.quantization.quantize_.workflows.nf4 import to_nf4  # torchao >= 0.18
+    except ImportError:
+        from torchao.dtypes.nf4tensor import to_nf4  # older releases
+
+    def run(w: torch.Tensor, block_size: int) -> tuple[torch.Tensor, float]:
+        nf4 = to_nf4(_as_2d(w).to(torch.bfloat16).contiguous(), block_size=block_size)
+        deq = nf4.get_original_weight()
+        parts = [
+            getattr(nf4, a, None)
+            for a in ("quantized_data", "quantized_scalers", "quantization_factor", "scaler_mean")
+        ]
+        return deq.reshape(w.shape), _bits(w.numel(), *parts)
+
+    return run
+
+
+def _hqq() -> PeerFn:
+    from hqq.core.quantize import Quantizer
+
+    params = inspect.signature(Quantizer.quantize).parameters
+
+    def run(w: torch.Tensor, block_size: int) -> tuple[torch.Tensor, float]:
+        kwargs = dict(nbits=4, channel_wise=True, group_size=block_size, optimize=True, axis=1)
+        if "device" in params:
+            kwargs["device"] = "cpu"
+        if "compute_dtype" in params:
+            kwargs["compute_dtype"] = torch.float32
+        packed, meta = Quantizer.quantize(_as_2d(w).float(), **kwargs)
+        deq = Quantizer.dequantize(packed, meta)
+        return deq.reshape(w.shape), _bits(w.numel(), packed, meta.get("scale"), meta.get("zero"))
+
+    return run
+
+
+def _quanto() -> PeerFn:
+    from optimum.quanto import qint4
+
+    try:
+        from optimum.quanto import quantize_weight
+    except ImportError:
+        from optimum.quanto.tensor.weights import quantize_weight
+
+    def run(w: torch.Tensor, block_size: int) -> tuple[torch.Tensor, float]:
+        qw = quantize_weight(_as_2d(w).float().contiguous(), qtype=qint4, axis=0, group_size=block_size)
+        deq = qw.dequantize()
+        # codes: 4 bits per weight (quanto packs them in its own tensor subclass); plus scales and shifts
+        bits = 4.0 + _bits(w.numel(), getattr(qw, "_scale", None), getattr(qw, "_shift", None))
+        return deq.reshape(w.shape), bits
+
+    return run
+
+
+PEERS: dict[str, Callable[[], PeerFn]] = {
+    "bitsandbytes-nf4": _bitsandbytes,
+    "torchao-nf4": _torchao,
+    "hqq-int4": _hqq,
+    "quanto-int4": _quanto,
+}
+
+
+def probe(name: str) -> tuple[PeerFn | None, str]:
+    """``(runner, "")`` if peer ``name`` imports, else ``(None, reason)``."""
+    try:
+        return PEERS[name](), ""
+    except Exception as exc:  # ImportError, missing native library, CUDA-only build ...
+        return None, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
+
+
+def _row(
+    method: str,
+    tensor: str | None,
+    w: torch.Tensor | None,
+    deq: torch.Tensor | None,
+    bits: float | None,
+    seconds: float | None,
+    note: str = "",
+) -> dict:
+    mse = mae = None
+    if w is not None and deq is not None:
+        diff = deq.double().reshape(-1) - w.double().reshape(-1)
+        mse, mae = float(diff.square().mean()), float(diff.abs().mean())
+    return {
+        "method": method,
+        "tensor": tensor,
+        "mse": mse,
+        "mae": mae,
+        "bits_per_weight": bits,
+        "seconds": seconds,
+        "note": note,
+    }
+
+
+def bench(
+    tensors: dict[str, torch.Tensor],
+    block_size: int = 64,
+    codebooks: tuple[str, ...] = ("nf4", "af4", "bof4-mse", "bof4s-mse", "bof4s-mae"),
+    opq_q: float | None = 0.95,
+    peers: tuple[str, ...] = tuple(PEERS),
+) -> list[dict]:
+    """Quantise every tensor with our codebooks (+ ``bof4s-mse+opq``), ``affine-int4`` and each peer.
+
+    Returns rows ``{"method", "tensor", "mse", "mae", "bits_per_weight", "seconds", "note"}``; an unavailable
+    peer gives one row with ``tensor=None`` and ``note="unavailable: <reason>"``; a peer failing on one tensor
+    gives a row for that tensor with ``note="failed: <reason>"``.
+    """
+    rows: list[dict] = []
+    ours = [(c, None) for c in codebooks if not (c == "af4" and block_size != 64)]
+    if opq_q is not None:
+        ours.append(("bof4s-mse", opq_q))
+    for tname, w in tensors.items():
+        w = w.detach().cpu()
+        for cb, q in ours:
+            t0 = time.perf_counter()
+            qt = quantize(w, cb, block_size, opq_q=q)
+            deq = qt.dequantize()
+            rows.append(
+                _row(
+                    cb if q is None else f"{cb}+opq",
+                    tname,
+                    w,
+                    deq,
+                    qt.bits_per_weight,
+                    time.perf_counter() - t0,
+                )
+            )
+        t0 = time.perf_counter()
+        deq, bits = affine_int4(w, block_size)
+        rows.append(_row("affine-int4", tname, w, deq, bits, time.perf_counter() - t0))
+    for peer in peers:
+        run, reason = probe(peer)
+        if run is None:
+            warnings.warn(f"peer {peer} unavailable: {reason}", stacklevel=2)
+            rows.append(_row(peer, None, None, None, None, None, f"unavailable: {reason}"))
+            continue
+        for tname, w in tensors.items():
+            w = w.detach().cpu()
+            t0 = time.perf_counter()
+            try:
+                deq, bits = run(w, block_size)
+            except Exception as exc:  # a peer's own limits (sizes, dtypes, backends) must not stop the bench
+                warnings.warn(f"peer {peer} failed on {tname}: {exc}", stacklevel=2)
+                rows.append(_row(peer, tname, None, None, None, None, f"failed: {type(exc).__name__}: {exc}"))
+                continue
+            rows.append(_row(peer, tname, w, deq.cpu(), bits, time.perf_counter() - t0))
+    return rows

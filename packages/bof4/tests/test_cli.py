@@ -1,0 +1,145 @@
+"""The CLI: fast --help, reproduce scale=smoke with computed verdicts, quantize, codebook, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from iclr26_bof4.cli import main
+from iclr26_core.models import tiny_model
+from iclr26_core.testing import imports_torch, run_cli
+from iclr26_core.tokenizers import train_bpe
+
+
+def test_help_does_not_import_torch():
+    assert imports_torch("from iclr26_bof4.cli import main; main(['--help'])") is False
+    assert imports_torch("from iclr26_bof4.cli import main; main(['quantize', '--help'])") is False
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke") / "run"
+    res = run_cli(main, ["reproduce", "scale=smoke", f"out={out}"])
+    assert res.code == 0, res.output
+    return out, res
+
+
+def test_reproduce_smoke_writes_computed_report(smoke_run):
+    out, res = smoke_run
+    names = {p.name for p in out.iterdir()}
+    assert {
+        "config.yaml",
+        "metrics.json",
+        "report.md",
+        "error_vs_blocksize.png",
+        "codebooks.json",
+        "bench.md",
+    } <= names
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["paper"] == "bof4" and m["scale"] == "smoke"
+    claims = {c["id"]: c for c in m["claims"]}
+    assert sorted(claims) == ["C1", "C2", "C3", "C4", "C5", "C6"]
+    # recompute the verdicts from the raw numbers with the spec's rules
+    assert claims["C1"]["holds"] == (max(m["c1"].values()) <= 2e-2)
+    mse = {k: {int(i): v for i, v in d.items()} for k, d in m["errors"]["mse"].items()}
+    c3 = all(mse["bof4-mse"][i] < mse["nf4"][i] for i in (32, 64, 128, 256)) and (
+        mse["bof4-mse"][64] < mse["af4"][64] and mse["af4"][64] > mse["nf4"][64]
+    )
+    assert claims["C3"]["holds"] == c3
+    ratio = {int(i): v for i, v in m["opq"]["ratio"].items()}
+    c5 = ratio[64] <= 0.8 and all(ratio[a] > ratio[b] for a, b in zip([32, 64, 128], [64, 128, 256]))
+    assert claims["C5"]["holds"] == c5
+    lm = m["lm"]
+    c6 = lm["weight_mse"]["bof4s-mse+opq"] <= 0.88 * lm["weight_mse"]["nf4"] and (
+        lm["delta_ppl"]["bof4s-mse+opq"] <= lm["delta_ppl"]["nf4"]
+    )
+    assert claims["C6"]["holds"] == c6
+    assert "| C6 |" in res.stdout and "claims hold" in res.stdout
+    books = json.loads((out / "codebooks.json").read_text())
+    assert len(books["c1_data_driven"]["bof4s-mse"]) == 16
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("model") / "tiny"
+    tiny_model("llama", vocab_size=300).save_pretrained(d)
+    train_bpe(300).save_pretrained(d)
+    (d.parent / "eval.txt").write_text("def f(x):\n    return x + 1\n" * 40)
+    return d
+
+
+@pytest.mark.parametrize("mode", ["fake", "packed"])
+def test_quantize_verb(saved_model, tmp_path, mode):
+    out = tmp_path / "q"
+    res = run_cli(
+        main,
+        [
+            "quantize",
+            "--model",
+            str(saved_model),
+            "--out",
+            str(out),
+            "--mode",
+            mode,
+            "--eval-text",
+            str(saved_model.parent / "eval.txt"),
+            "--seq-len",
+            "32",
+        ],
+    )
+    assert res.code == 0, res.output
+    report = json.loads((out / "quant_report.json").read_text())
+    assert report["totals"]["n_layers"] == 14  # 2 layers x 7 Linear; lm_head skipped by default
+    assert report["perplexity"]["after"] > 0 and "perplexity on" in res.stdout
+    assert (out / "tokenizer.json").is_file() and (out / "model.safetensors").is_file()
+    if mode == "packed":
+        from iclr26_bof4 import load_packed
+
+        model = load_packed(out)
+        assert torch.isfinite(model(input_ids=torch.tensor([[1, 2, 3]])).logits).all()
+
+
+def test_codebook_verb(tmp_path):
+    res = run_cli(main, ["codebook", "--name", "bof4s-mse", "--block-size", "32"])
+    assert res.code == 0 and "bof4s-mse I=32" in res.stdout
+    levels = [float(v) for v in res.stdout.splitlines()[1].split()]
+    assert len(levels) == 16 and levels[-1] == 1.0 and -0.88 < levels[0] < -0.86  # paper: -0.8733 at I=32
+    out = tmp_path / "cb.json"
+    res = run_cli(
+        main, ["codebook", "--block-size", "32", "--signed", "--samples", "65536", "--out", str(out)]
+    )
+    assert res.code == 0, res.output
+    assert len(json.loads(out.read_text())["levels"]) == 16
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["codebook", "--name", "af4", "--block-size", "32"], "AF4 is n/a"),
+        (["codebook", "--block-size", "1"], "block_size"),
+        (["quantize", "--model", "/nonexistent/model", "--out", "OUT"], "does not exist"),
+        (["quantize", "--model", "tiny-llama", "--out", "OUT", "--codebook", "nf5"], "nf4"),
+        (["quantize", "--model", "tiny-llama", "--out", "OUT", "--opq-q", "1.5"], "opq_q"),
+        (["quantize", "--model", "tiny-llama", "--out", "OUT", "--block-size", "1"], "block_size"),
+        (["reproduce", "scale=tiny"], "options for scale"),
+        (["reproduce", "c1.n_samples=lots"], "must be an int"),
+    ],
+)
+def test_bad_input_one_line_nothing_written(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    res = run_cli(main, args)
+    assert res.code == 2, res.output
+    assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_non_empty_out_refused(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    res = run_cli(main, ["quantize", "--model", "tiny-llama", "--out", str(tmp_path)])
+    assert res.code == 2 and "not empty" in res.stderr
+    res = run_cli(main, ["reproduce", "scale=smoke", f"out={tmp_path}"])
+    assert res.code == 2 and "not empty" in res.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
