@@ -5,9 +5,10 @@ import torch
 
 from iclr26_core.corpus import lm_dataset, pydoc_dataset, pydoc_topics, token_blocks
 from iclr26_core.errors import UserError
-from iclr26_core.models import MODEL_NAMES, load_causal_lm, tiny_config, tiny_model
+from iclr26_core.models import MODEL_NAMES, load_causal_lm, load_tokenizer, tiny_config, tiny_model
 from iclr26_core.testing import odd_model
-from iclr26_core.tokenizers import SPECIAL_TOKENS, char_tokenizer, load_tokenizer, train_bpe
+from iclr26_core.tokenizers import SPECIAL_TOKENS, char_tokenizer, train_bpe
+from iclr26_core.tokenizers import load_tokenizer as load_tokenizer_dir
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "mixtral", "olmoe"])
@@ -53,6 +54,10 @@ def test_load_causal_lm(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="cannot load model"):
         load_causal_lm("no-such-org/no-such-model")
     assert load_causal_lm("tiny-llama").config.model_type == "llama"
+    with pytest.raises(UserError, match="no tokenizer files"):
+        load_tokenizer(str(tmp_path / "m"))  # a model directory without a tokenizer
+    train_bpe(300, cache=False).save_pretrained(tmp_path / "m")
+    assert len(load_tokenizer(str(tmp_path / "m"))) == 300
 
 
 def test_corpus_splits_are_deterministic_and_disjoint():
@@ -73,7 +78,7 @@ def test_bpe_tokenizer_deterministic_roundtrip_and_cached(tmp_path):
     text = "def f(x):\n    return x ** 2  # ünïcode ✓"
     assert tok.decode(tok(text)["input_ids"]) == text
     tok.save_pretrained(tmp_path / "tok")
-    assert load_tokenizer(tmp_path / "tok")(text)["input_ids"] == tok(text)["input_ids"]
+    assert load_tokenizer_dir(tmp_path / "tok")(text)["input_ids"] == tok(text)["input_ids"]
     cached = train_bpe(300)  # writes the cache (ICLR26_CACHE is a temp dir in tests)
     assert cached.get_vocab() == tok.get_vocab()
     assert train_bpe(300).get_vocab() == tok.get_vocab()  # read back from the cache
@@ -85,6 +90,9 @@ def test_char_tokenizer():
     assert ids == [3, 4, 6, 5, 3]
     assert tok.decode(ids) == "ab ca"
     assert tok("az")["input_ids"] == [3, 2]  # unknown -> <unk>
+    nl = char_tokenizer("a\n")
+    assert nl("a\n\na")["input_ids"] == [3, 4, 4, 3]  # newlines are characters too
+    assert nl.decode(nl("a\n\na")["input_ids"]) == "a\n\na"
 
 
 def test_token_blocks_and_lm_dataset():

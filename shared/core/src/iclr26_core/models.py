@@ -253,17 +253,27 @@ def load_model(name_or_path: str, auto_class: str = "AutoModel", **kwargs: Any):
     return _load(auto_class, name_or_path, **kwargs)
 
 
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "vocab.txt")
+
+
 def load_tokenizer(name_or_path: str, **kwargs: Any):
     """The tokenizer saved next to a model (local directory or hub id)."""
     import transformers
 
     ref = _resolve(name_or_path)
+    local = Path(ref)
+    if local.is_dir() and not any((local / f).is_file() for f in _TOKENIZER_FILES):
+        # transformers 5 would return an empty tokenizer here instead of failing
+        raise UserError(f"{name_or_path!r} has no tokenizer files ({', '.join(_TOKENIZER_FILES)})")
     try:
-        return transformers.AutoTokenizer.from_pretrained(ref, **kwargs)
+        tok = transformers.AutoTokenizer.from_pretrained(ref, **kwargs)
     except (OSError, ValueError) as exc:
         raise UserError(
             f"cannot load a tokenizer from {name_or_path!r} ({str(exc).splitlines()[0]})"
         ) from exc
+    if len(tok) == 0:
+        raise UserError(f"the tokenizer at {name_or_path!r} is empty")
+    return tok
 
 
 def count_parameters(model) -> int:

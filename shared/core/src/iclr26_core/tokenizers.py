@@ -103,7 +103,9 @@ def char_tokenizer(alphabet: str):
     for c in chars:
         vocab.setdefault(c, len(vocab))
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.pre_tokenizer = pre_tokenizers.Split(
+        Regex(r"[\s\S]"), behavior="isolated"
+    )  # every char, newlines too
     tok.decoder = decoders.Fuse()
     return _wrap(tok)
 

@@ -1,0 +1,126 @@
+"""The package's tiny offline model: a character-level llama trained once on pydoc text and cached.
+
+Spec (Data and models): `iclr26_core.models` llama (RoPE) with a character tokenizer, hidden 128, 4 layers,
+4 heads, max_position_embeddings 2048; AdamW lr 3e-3, batch 8 × 512 characters, 150 steps. The ``smoke``
+recipe (20 steps, batch 2 × 256) exists so tests can train one in seconds. The model and tokenizer are saved
+with ``save_pretrained`` under ``<cache>/calgacus/tiny-<recipe>-<hash>/`` (written under a temporary name,
+then renamed), so ``--model tiny`` works without any hub; the directory is also a valid ``--model PATH``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from iclr26_core.fs import staged_dir, write_json
+
+from .ranks import CalgacusError
+
+# characters beyond pydoc's: enough for ordinary Western-European prose and a few symbols
+EXTRA_CHARS = "éèêëàâäîïôöùûüçñßÉÀÇ—–‘’“”…€£°±×÷→←αβγδλμπσΩ✓"
+
+
+@dataclass(frozen=True)
+class TinyRecipe:
+    """Training recipe of the tiny char LM (spec: 150 AdamW steps, lr 3e-3, batch 8 × 512 chars)."""
+
+    steps: int = 150
+    batch_size: int = 8
+    seq_len: int = 512
+    lr: float = 3e-3
+    warmup_steps: int = 10
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    max_positions: int = 2048
+    seed: int = 0
+
+
+RECIPES = {"default": TinyRecipe(), "smoke": TinyRecipe(steps=20, batch_size=2, seq_len=256)}
+
+
+def tiny_alphabet() -> str:
+    from iclr26_core.corpus import pydoc_text
+
+    chars = set(pydoc_text()) | set(string.printable) | set(EXTRA_CHARS)
+    return "".join(sorted(chars))
+
+
+def tiny_dir(recipe: str = "default") -> Path:
+    from iclr26_core.cache import cache_dir
+
+    r = RECIPES[recipe]
+    h = hashlib.sha256(json.dumps([asdict(r), tiny_alphabet()]).encode()).hexdigest()[:12]
+    return cache_dir("calgacus") / f"tiny-{recipe}-{h}"
+
+
+def train_tiny(recipe: str = "default", progress: bool = True):
+    """Train the tiny char LM with ``recipe``; returns (model, tokenizer, TrainResult)."""
+    from iclr26_core.corpus import pydoc_dataset, token_blocks
+    from iclr26_core.models import tiny_model
+    from iclr26_core.train import TrainConfig, train_lm
+
+    r = RECIPES[recipe]
+    from iclr26_core.tokenizers import char_tokenizer
+
+    tok = char_tokenizer(tiny_alphabet())
+    model = tiny_model(
+        "llama",
+        "small",
+        seed=r.seed,
+        vocab_size=len(tok),
+        hidden_size=r.hidden_size,
+        intermediate_size=4 * r.hidden_size,
+        num_hidden_layers=r.num_layers,
+        num_attention_heads=r.num_heads,
+        num_key_value_heads=r.num_heads,
+        max_position_embeddings=r.max_positions,
+    )
+    ds = pydoc_dataset()
+    train = token_blocks(ds["train"]["text"], tok, r.seq_len)
+    res = train_lm(
+        model,
+        train,
+        None,
+        TrainConfig(
+            steps=r.steps,
+            batch_size=r.batch_size,
+            lr=r.lr,
+            warmup_steps=r.warmup_steps,
+            seed=r.seed,
+            device="cpu",
+            progress=progress,
+            desc=f"train tiny char LM ({recipe})",
+        ),
+    )
+    return model.eval(), tok, res
+
+
+def load_tiny(recipe: str = "default", progress: bool = True):
+    """The cached tiny char LM as an `HFRankLM` (trained on first use: ~1-3 min for ``default``)."""
+    from iclr26_core.models import load_causal_lm
+
+    from .hf import HFRankLM
+
+    if recipe not in RECIPES:
+        raise CalgacusError(f"unknown tiny recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
+    path = tiny_dir(recipe)
+    if not (path / "config.json").is_file():
+        model, tok, res = train_tiny(recipe, progress=progress)
+        if path.exists() and not any(path.iterdir()):
+            path.rmdir()  # an empty leftover
+        if not path.exists():  # else another process finished first
+            with staged_dir(path) as tmp:
+                model.save_pretrained(tmp)
+                tok.save_pretrained(tmp)
+                write_json(tmp / "train_losses.json", {"losses": res.losses, "seconds": res.seconds})
+    from transformers import PreTrainedTokenizerFast
+
+    model = load_causal_lm(str(path))
+    tok = PreTrainedTokenizerFast.from_pretrained(str(path))
+    lm = HFRankLM(model, tok, name=f"tiny:{recipe}")
+    lm.bijective = True
+    return lm

@@ -1,0 +1,112 @@
+"""The CLI: fast --help, reproduce scale=smoke, encode/decode through files, bad input."""
+
+import json
+import re
+
+import pytest
+
+from iclr26_calgacus.cli import main
+from iclr26_core.testing import imports_torch, run_cli
+
+
+def test_help_does_not_import_torch():
+    assert not imports_torch("from iclr26_calgacus.cli import main; main(['--help'])")
+    assert not imports_torch("import iclr26_calgacus")
+
+
+def test_reproduce_smoke_writes_computed_report(tmp_path, tiny_smoke):
+    out = tmp_path / "run"
+    res = run_cli(main, ["reproduce", "scale=smoke", f"out={out}"])
+    assert res.code == 0, res.output
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["scale"] == "smoke" and [c["id"] for c in m["claims"]] == ["C1", "C2", "C3", "C4", "C5", "C6"]
+    assert all(isinstance(c["holds"], bool) and c["rule"] for c in m["claims"])
+    # verdicts are recomputed from the raw numbers
+    c1 = next(c for c in m["claims"] if c["id"] == "C1")
+    assert c1["holds"] == all(all(v) for v in m["c1_exact"].values())
+    c2 = next(c for c in m["claims"] if c["id"] == "C2")
+    ratios = m["c2_logprob"]["ratio"]
+    assert c2["holds"] == (sum(ratios) / len(ratios) >= 0.8)
+    assert len(re.findall(r"^\| C[1-6] \|", (out / "report.md").read_text(), re.M)) == 6
+    assert (out / "examples.md").is_file() and (out / "logprob_hist.png").is_file()
+    assert "claims hold" in res.stdout
+
+
+def test_encode_decode_through_files(tmp_path, tiny_smoke):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("Hide this line.\nAnd this one.")
+    cover = tmp_path / "cover.txt"
+    args = ["--model", "tiny:smoke", "--key", "The list display is"]
+    res = run_cli(main, ["encode", "--secret-file", str(secret), *args, "--out", str(cover)])
+    assert res.code == 0, res.output
+    rec = json.loads((tmp_path / "cover.txt.json").read_text())
+    assert rec["n_tokens"] == len(secret.read_text()) == len(cover.read_text())
+    assert {"tokenizer_sha256", "versions", "timings", "ranks", "ids"} <= set(rec)
+    back = tmp_path / "back.txt"
+    res = run_cli(main, ["decode", "--stego-file", str(cover), *args, "--out", str(back)])
+    assert res.code == 0, res.output
+    assert back.read_text() == secret.read_text()
+    back2 = tmp_path / "back2.txt"  # ids transport through the JSON record
+    res = run_cli(
+        main, ["decode", "--stego-file", str(tmp_path / "cover.txt.json"), *args, "--out", str(back2)]
+    )
+    assert res.code == 0 and back2.read_text() == secret.read_text()
+
+
+@pytest.mark.parametrize(
+    "case", ["missing_model", "long_secret", "special_key", "tampered", "exists", "no_secret"]
+)
+def test_bad_input_one_line_nothing_written(tmp_path, tiny_smoke, case):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("short secret")
+    out = tmp_path / "out.txt"
+    key = ["--key", "A key."]
+    if case == "missing_model":
+        argv = ["encode", "--secret-file", str(secret), "--model", "./no/such/model", *key, "--out", str(out)]
+    elif case == "long_secret":
+        secret.write_text("x" * 2100)
+        argv = ["encode", "--secret-file", str(secret), "--model", "tiny:smoke", *key, "--out", str(out)]
+    elif case == "special_key":
+        argv = [
+            "encode",
+            "--secret-file",
+            str(secret),
+            "--model",
+            "tiny:smoke",
+            "--key",
+            "<|endoftext|>",
+            "--out",
+            str(out),
+        ]
+    elif case == "tampered":
+        stego = tmp_path / "stego.txt"
+        stego.write_text("a stegotext with <unk> and <pad> inside")
+        argv = ["decode", "--stego-file", str(stego), "--model", "tiny:smoke", *key, "--out", str(out)]
+    elif case == "exists":
+        out.write_text("keep me")
+        argv = ["encode", "--secret-file", str(secret), "--model", "tiny:smoke", *key, "--out", str(out)]
+    else:
+        argv = [
+            "encode",
+            "--secret-file",
+            str(tmp_path / "nope.txt"),
+            "--model",
+            "tiny:smoke",
+            *key,
+            "--out",
+            str(out),
+        ]
+    res = run_cli(main, argv)
+    assert res.code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("iclr26-calgacus: error:")]
+    assert len(lines) == 1 and "Traceback" not in res.stderr
+    if case == "exists":
+        assert out.read_text() == "keep me"
+    else:
+        assert not out.exists()
+    assert not (tmp_path / "out.txt.json").exists()
+
+
+def test_bad_override():
+    res = run_cli(main, ["reproduce", "scale=huge"])
+    assert res.code == 2 and "error" in res.stderr

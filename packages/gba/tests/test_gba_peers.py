@@ -1,0 +1,23 @@
+"""The peer side-by-side degrades cleanly: a missing or mismatching library is a row, never a failure."""
+
+from types import SimpleNamespace
+
+from iclr26_core.cli import compose
+from iclr26_gba import peers
+
+
+def test_peers_rows_for_missing_and_failing_libraries(tmp_path, monkeypatch):
+    cfg = compose("iclr26_gba.conf", "reproduce", ["scale=smoke", "scale.peers_steps=3"])
+    ctx = SimpleNamespace(run_dir=tmp_path, progress=lambda it, total=None, desc="": it)
+    monkeypatch.setattr(peers, "_available", lambda module: module == "sae_lens")
+
+    def broken(*args, **kwargs):
+        raise AttributeError("module 'sae_lens' has no attribute 'TopKTrainingSAE'")
+
+    monkeypatch.setattr(peers, "_sae_lens", broken)
+    rows = peers.run_peers(cfg, ctx, ours={"gba": {"frr@0.8": 0.5, "frr@0.9": 0.25}})
+    status = {r["peer"]: r["status"] for r in rows}
+    assert status["sae-lens TopK"].startswith("failed: AttributeError")
+    assert status["overcomplete TopK"].startswith("not installed")
+    table = (tmp_path / "peers.md").read_text()
+    assert "| iclr26-gba gba | ok | 0.5 | 0.25 |" in table and "dictionary-learning" in table

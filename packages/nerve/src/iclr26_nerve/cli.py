@@ -1,0 +1,80 @@
+"""``iclr26-nerve``: reproduce | analyze | track | configs. Thin: no torch at import time."""
+
+from __future__ import annotations
+
+import argparse
+
+from iclr26_core.cli import Verb, paper_cli
+
+from .config import NerVEConfig
+
+_D = NerVEConfig()
+
+
+def _model_and_out(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="ID_OR_PATH",
+        help="local model directory, hub id, or tiny-gpt2 / tiny-llama[:small] (random init)",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--text", metavar="FILE", help="a UTF-8 text file")
+    src.add_argument("--pydoc", action="store_true", help="Python's own pydoc topics (the default; offline)")
+    p.add_argument("--seq-len", type=int, default=_D.seq_len, help="tokens per row (default %(default)s)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, mps (default %(default)s)")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
+
+
+def add_analyze_arguments(p: argparse.ArgumentParser) -> None:
+    _model_and_out(p)
+    p.add_argument("--tokens", type=int, default=_D.tokens, help="tokens to analyse (default %(default)s)")
+    p.add_argument("--sample-ratio", type=float, default=_D.sample_ratio, help="fraction of token rows kept")
+    p.add_argument("--batch-size", type=int, default=8, help="rows per forward pass (default %(default)s)")
+    p.add_argument("--layers", type=int, nargs="+", metavar="I", help="layer indices (default: all)")
+    p.add_argument(
+        "--gated-pre",
+        choices=["gate", "up", "product_input"],
+        default=_D.gated_pre,
+        help="PreAct of gated FFNs (default: the gate branch, as the paper)",
+    )
+    p.add_argument(
+        "--no-center", action="store_true", help="uncentred second moment instead of the covariance"
+    )
+
+
+def add_track_arguments(p: argparse.ArgumentParser) -> None:
+    _model_and_out(p)
+    p.add_argument("--steps", type=int, required=True, help="optimizer steps")
+    p.add_argument("--log-steps", type=int, default=50, help="measure every N steps (default %(default)s)")
+    p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default %(default)s)")
+    p.add_argument("--batch-size", type=int, default=8, help="rows per step (default %(default)s)")
+    p.add_argument(
+        "--probe-rows", type=int, default=32, help="held-out rows in the probe batch (default %(default)s)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+
+
+app = paper_cli(
+    slug="nerve",
+    title="NerVE: Nonlinear Eigenspectrum Dynamics in LLM Feed-Forward Networks",
+    reproduce="iclr26_nerve.reproduce:run",
+    verbs=[
+        Verb(
+            "analyze",
+            "NerVE metrics of every FFN of a model on some text (nerve.json, nerve.csv, spectra.png)",
+            run="iclr26_nerve.commands:analyze_cmd",
+            arguments=add_analyze_arguments,
+        ),
+        Verb(
+            "track",
+            "train or fine-tune a model and track NerVE metrics during training "
+            "(nerve_trajectory.jsonl, trajectory.png, checkpoint/)",
+            run="iclr26_nerve.commands:track_cmd",
+            arguments=add_track_arguments,
+        ),
+    ],
+    description="Spectral entropy, participation ratio, early enrichment and JS divergence of FFN "
+    "pre/post-activation covariances.",
+)
+main = app
