@@ -97,7 +97,13 @@ def _sae_lens(kind: str, d: int, m: int, k: int, x, x_eval, features, steps, bs,
     names = {f.name for f in dataclasses.fields(TrainStepInput)}
 
     def loss(xb, step):
-        kw = {"sae_in": xb, "coefficients": {}, "dead_neuron_mask": None, "n_training_steps": step}
+        kw = {
+            "sae_in": xb,
+            "coefficients": {},
+            "dead_neuron_mask": None,
+            "n_training_steps": step,
+            "is_logging_step": False,
+        }  # sae-lens >= 6.x requires it
         return sae.training_forward_pass(
             TrainStepInput(**{k_: v for k_, v in kw.items() if k_ in names})
         ).loss
