@@ -11,14 +11,11 @@ Importing the package does not import torch: the public names below are loaded o
 
 from __future__ import annotations
 
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-try:
-    __version__ = version("iclr26-bof4")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "0.0.0"
+from iclr26_core.lazy import lazy_exports, package_version
+
+__version__ = package_version("iclr26-bof4")
 
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
@@ -63,15 +60,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .model import QuantReport, apply_to_model, load_packed, save_packed
     from .quantizer import Quantized, dequantize, quantization_error, quantize
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'iclr26_bof4' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value  # cache: later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -12,14 +12,9 @@ Public API (imported lazily, so ``import iclr26_calgacus`` does not import torch
 
 from __future__ import annotations
 
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from iclr26_core.lazy import lazy_exports, package_version
 
-try:
-    __version__ = version("iclr26-calgacus")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.1.0"
+__version__ = package_version("iclr26-calgacus")
 
 _EXPORTS = {
     "encode": "protocol",
@@ -41,12 +36,4 @@ _EXPORTS = {
 }
 __all__ = [*sorted(_EXPORTS), "__version__"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -5,13 +5,9 @@ The public API is re-exported lazily: ``import iclr26_gba`` does not import torc
 
 from __future__ import annotations
 
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
+from iclr26_core.lazy import lazy_exports, package_version
 
-try:
-    __version__ = version("iclr26-gba")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.1.0"
+__version__ = package_version("iclr26-gba")
 
 _EXPORTS = {
     "SparseFeatureModel": "statistical_model",
@@ -36,12 +32,4 @@ _EXPORTS = {
 
 __all__ = ["__version__", *_EXPORTS]
 
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module 'iclr26_gba' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

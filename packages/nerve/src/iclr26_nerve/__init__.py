@@ -8,14 +8,9 @@ not import torch::
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from iclr26_core.lazy import lazy_exports, package_version
 
-try:
-    __version__ = version("iclr26-nerve")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.0.0"
+__version__ = package_version("iclr26-nerve")
 
 _EXPORTS = {
     "eigenspectrum": "spectrum",
@@ -38,14 +33,4 @@ _EXPORTS = {
 }
 __all__ = ["__version__", *_EXPORTS]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -9,14 +9,9 @@ Importing the package does not import torch: public names load on first access (
 
 from __future__ import annotations
 
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from iclr26_core.lazy import lazy_exports, package_version
 
-try:
-    __version__ = version("iclr26-safemoe")
-except PackageNotFoundError:  # pragma: no cover - source tree without install
-    __version__ = "0.0.0"
+__version__ = package_version("iclr26-safemoe")
 
 _EXPORTS: dict[str, str] = {
     "SafeMoEConfig": "config",
@@ -40,15 +35,4 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = ["__version__", *_EXPORTS]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'iclr26_safemoe' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
