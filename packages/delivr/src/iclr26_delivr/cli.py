@@ -1,0 +1,61 @@
+"""``iclr26-delivr``: reproduce the claims; train on paired frame folders; derain a video.
+
+Thin: parse, call the library, print. Nothing here imports torch (``--help`` stays instant).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from iclr26_core.cli import Verb, paper_cli
+
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="DIR/<sequence>/{rainy,clean}/*.png (same names in both)")
+    p.add_argument(
+        "--out", required=True, help="new (or empty) directory for the checkpoint and train_log.csv"
+    )
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="config overrides (conf/train.yaml): model=paper or model.<DeLiVRConfig field>, data.crop, data.val, "
+        "data.augment, train.steps, train.lr, train.batch, train.ema, train.schedule, seed, device",
+    )
+
+
+def _derain_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="a checkpoint directory written by `train`")
+    p.add_argument(
+        "--input", required=True, help="a folder of frames (sorted by name) or an .npy [F, H, W, 3]"
+    )
+    p.add_argument("--out", required=True, help="new (or empty) directory for the restored PNGs")
+    p.add_argument("--tile", type=int, default=None, help="tile size in pixels for large frames (e.g. 256)")
+    p.add_argument(
+        "--overlap", type=int, default=32, help="tile overlap blended with linear ramps (default 32)"
+    )
+    p.add_argument("--batch-size", type=int, default=1, help="windows per forward pass (default 1)")
+    p.add_argument("--target", default=None, help="clean frames with the same names: adds metrics.json")
+
+
+app = paper_cli(
+    slug="delivr",
+    title="DeLiVR: Differential Spatiotemporal Lie Bias for Efficient Video Deraining (ICLR 2026)",
+    description="Video deraining with a transformer whose attention knows each frame's rotation.",
+    reproduce="iclr26_delivr.reproduce:run",
+    verbs=[
+        Verb(
+            "train",
+            "train DeLiVR on paired rainy/clean frame folders",
+            "iclr26_delivr.commands:train",
+            _train_args,
+        ),
+        Verb(
+            "derain",
+            "restore a video (folder of frames or .npy), optionally scored against --target",
+            "iclr26_delivr.commands:derain_cmd",
+            _derain_args,
+        ),
+    ],
+)
+main = app
