@@ -54,6 +54,7 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert len(full[0]["psnr_per_clip"]) == 8 and mean(full[0]["psnr_per_clip"]) == pytest.approx(
         full[0]["psnr"]
     )
+    assert 0.0 <= full[0]["official_mask_leak"]["mean"] <= full[0]["official_mask_leak"]["max"] <= 1.0 + 1e-5
     assert "| C5 |" in res.stdout and "claims hold" in res.stdout
     report = (out / "report.md").read_text()
     assert "| C1 |" in report and "psnr_curves" in report

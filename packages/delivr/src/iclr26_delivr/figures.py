@@ -11,16 +11,17 @@ from iclr26_core.report import pyplot, save_figure
 
 
 def psnr_curves(path: Path, per_seed: list[dict[str, Any]], rainy_psnr: float) -> str:
-    """Validation PSNR vs step for the full model and the ablation, one line per seed."""
+    """Validation PSNR vs step for the full model and the ablation, one line per seed; ``rainy_psnr`` is the
+    rainy input's PSNR on the same validation clips."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.5))
-    for s in per_seed:
+    for k, s in enumerate(per_seed):
         for arm, style in (("delivr", "-"), ("ablation", "--")):
             curve = s[arm]["curve"]
             if curve:
                 steps, vals = zip(*curve, strict=True)
-                ax.plot(steps, vals, style, marker="o", ms=3, label=f"{arm} seed {s['seed']}")
-    ax.axhline(rainy_psnr, color="grey", lw=1, label="rainy input")
+                ax.plot(steps, vals, style, color=f"C{k}", marker="o", ms=3, label=f"{arm} seed {s['seed']}")
+    ax.axhline(rainy_psnr, color="grey", lw=1, label="rainy input (same clips)")
     ax.set_xlabel("training step")
     ax.set_ylabel("held-out PSNR (dB, RGB)")
     ax.legend(fontsize=7)
