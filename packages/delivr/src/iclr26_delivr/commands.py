@@ -177,6 +177,7 @@ def derain_cmd(args: argparse.Namespace) -> int:
     if args.tile is not None and not 0 <= args.overlap < args.tile:
         raise UserError(f"--overlap must be in [0, --tile), got {args.overlap}")
     model = load_model(args.model)
+    print(model.config.describe())
     video, names = read_video(args.input)
     target = None
     if args.target is not None:

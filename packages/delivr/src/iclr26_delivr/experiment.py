@@ -24,6 +24,28 @@ def make_model(model_cfg: dict, *, ablation: bool = False, seed: int = 0) -> DeL
     return DeLiVR(DeLiVRConfig(**{**model_cfg, **(ABLATION if ablation else {})}))
 
 
+def train_settings(
+    cfg, seed: int, desc: str, device: str, position: int | None = None, eval_every: int | None = None
+) -> TrainSettings:
+    """`TrainSettings` from a composed reproduce config (``steps`` and ``train.*``)."""
+    t = cfg.train
+    return TrainSettings(
+        steps=int(cfg.steps),
+        batch=int(t.batch),
+        lr=float(t.lr),
+        weight_decay=float(t.weight_decay),
+        schedule=str(t.schedule),
+        warmup=int(t.warmup),
+        grad_clip=float(t.grad_clip),
+        ema=float(t.ema),
+        eval_every=int(t.eval_every) if eval_every is None else eval_every,
+        seed=seed,
+        device=device,
+        desc=desc,
+        position=position,
+    )
+
+
 def psnr_uint8(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Per-image PSNR (dB) on RGB uint8 levels (clamp, ×255, round; data_range 255): [N, 3, H, W] -> [N]."""
     p = torch.round(pred.clamp(0, 1) * 255).double()

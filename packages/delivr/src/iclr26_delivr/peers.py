@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import time
 import warnings
 from collections.abc import Callable
@@ -20,10 +19,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from iclr26_core.fs import atomic_write_text
+
 from .data import RainClips, rainy_clips
-from .experiment import fit, image_metrics, make_model, predict, psnr_uint8, temporal_median
+from .experiment import fit, image_metrics, make_model, predict, psnr_uint8, temporal_median, train_settings
 from .lie import so2_matrix, so3_exp, so3_log
-from .train import TrainSettings
 
 _ALIGNED, _ORACLE, _ALIBI, _RELPOS, _METRICS = (
     "oracle-aligned median (kornia)",
@@ -192,24 +192,6 @@ def _ms_per_clip(fn: Callable[[torch.Tensor], Any], clips: torch.Tensor, one_at_
     return 1000 * best / len(clips)
 
 
-def _settings(cfg, seed: int, desc: str, device: str) -> TrainSettings:
-    t = cfg.train
-    return TrainSettings(
-        steps=int(cfg.steps),
-        batch=int(t.batch),
-        lr=float(t.lr),
-        weight_decay=float(t.weight_decay),
-        schedule=str(t.schedule),
-        warmup=int(t.warmup),
-        grad_clip=float(t.grad_clip),
-        ema=float(t.ema),
-        eval_every=0,
-        seed=seed,
-        device=device,
-        desc=desc,
-    )
-
-
 def _trained_row(name: str, cfg, device: str, held: RainClips, train: RainClips, seed: int) -> dict[str, Any]:
     """The tiny net (Lie-bias parts off) with ``bias_override`` = the peer's bias, trained like DeLiVR."""
     from omegaconf import OmegaConf
@@ -223,7 +205,9 @@ def _trained_row(name: str, cfg, device: str, held: RainClips, train: RainClips,
         AlibiTemporalBias(heads) if name == _ALIBI else RelativePositionTable(heads, t, grid)
     )
     c = (t - 1) // 2
-    model, log = fit(model, train.rainy, train.clean[:, c], _settings(cfg, seed, name, device))
+    model, log = fit(
+        model, train.rainy, train.clean[:, c], train_settings(cfg, seed, name, device, eval_every=0)
+    )
     restored, _ = predict(model, held.rainy)
     model = model.to("cpu").eval()
     extra = model.bias_override.table.numel() if hasattr(model.bias_override, "table") else 0
@@ -259,9 +243,12 @@ def _median_row(clips: torch.Tensor, phi_deg: torch.Tensor | None, target: torch
     }
 
 
-def bench(cfg, ctx, held: RainClips, seed: int) -> list[dict[str, Any]]:
+def bench(
+    cfg, ctx, held: RainClips, seed: int, reference: dict[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """One row per peer (PSNR dB on held-out centre frames, RGB uint8; parameters; CPU ms per clip; note);
-    writes ``bench.md`` into ``ctx.run_dir`` and logs it. held: clips [n, T, 3, H, W] with phi_deg [n, T]."""
+    writes ``bench.md`` into ``ctx.run_dir`` and logs it. held: clips [n, T, 3, H, W] with phi_deg [n, T].
+    ``reference``: name -> {"psnr", "parameters"} of this run's own models, shown first for comparison."""
     torch.set_num_threads(max(1, int(cfg.get("threads", 1))))
     c = (held.rainy.shape[1] - 1) // 2
     target = held.clean[:, c]
@@ -298,11 +285,12 @@ def bench(cfg, ctx, held: RainClips, seed: int) -> list[dict[str, Any]]:
                 train = rainy_clips(int(cfg.data.train_clips), size, frames, "train", seed)
             ctx.log(f"bench: training {peer} for {int(cfg.steps)} steps")
             rows.append(_row(peer, **_trained_row(peer, cfg, ctx.device, held, train, seed)))
-    table = bench_table(rows, float(psnr_uint8(held.rainy[:, c], target).mean()), len(held))
-    path = ctx.run_dir / "bench.md"
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(table)
-    os.replace(tmp, path)
+    ours = [
+        {"peer": k, "what": "trained in this run (C2/C3)", "ms_per_clip": None, "note": "", **v}
+        for k, v in (reference or {}).items()
+    ]
+    table = bench_table(ours + rows, float(psnr_uint8(held.rainy[:, c], target).mean()), len(held))
+    atomic_write_text(ctx.run_dir / "bench.md", table)
     ctx.log(table)
     return rows
 

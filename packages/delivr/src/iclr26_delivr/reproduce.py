@@ -34,10 +34,10 @@ from .experiment import (
     relative_angles,
     spearman,
     temporal_median,
+    train_settings,
 )
 from .lie import so2_matrix
 from .loss import flicker_error
-from .train import TrainSettings
 
 
 def claim_c1(samples: int, grid: tuple[int, int], frames: int, seed: int) -> tuple[Claim, dict[str, Any]]:
@@ -71,25 +71,6 @@ def claim_c1(samples: int, grid: tuple[int, int], frames: int, seed: int) -> tup
     }
 
 
-def _settings(cfg, seed: int, desc: str, device: str, position: int | None) -> TrainSettings:
-    t = cfg.train
-    return TrainSettings(
-        steps=int(cfg.steps),
-        batch=int(t.batch),
-        lr=float(t.lr),
-        weight_decay=float(t.weight_decay),
-        schedule=str(t.schedule),
-        warmup=int(t.warmup),
-        grad_clip=float(t.grad_clip),
-        ema=float(t.ema),
-        eval_every=int(t.eval_every),
-        seed=seed,
-        device=device,
-        desc=desc,
-        position=position,
-    )
-
-
 def _heldout(cfg, base_seed: int):
     """The held-out clips (chelsea, never trained on) and the 9-frame sequences of C4."""
     size, frames = int(cfg.data.size), int(cfg.model.frames)
@@ -107,7 +88,7 @@ def _arm(cfg, device: str, seed: int, ablation: bool, train, held, seqs, positio
     k = int(cfg.data.curve_clips)
     model = make_model(OmegaConf.to_container(cfg.model), ablation=ablation, seed=seed).to(device)
     name = "ablation" if ablation else "delivr"
-    settings = _settings(cfg, seed, f"seed {seed} {name}", device, position)
+    settings = train_settings(cfg, seed, f"seed {seed} {name}", device, position)
     model, log = fit(model, train.rainy, train.clean[:, c], settings, val=(held.rainy[:k], held.clean[:k, c]))
     restored, theta = predict(model, held.rainy)
     psnr = psnr_uint8(restored, held.clean[:, c])
@@ -212,7 +193,12 @@ def run(cfg, ctx) -> Results:
     if bool(cfg.bench):
         from .peers import bench
 
-        metrics["bench"] = bench(cfg, ctx, held, seeds[0])
+        first, n_params = per_seed[0], metrics["parameters"]
+        reference = {
+            f"{name} (this run, seed {first['seed']})": {"psnr": first[arm]["psnr"], "parameters": n_params}
+            for name, arm in (("DeLiVR", "delivr"), ("ablation", "ablation"))
+        }
+        metrics["bench"] = bench(cfg, ctx, held, seeds[0], reference=reference)
     return Results(claims=[c1, *claims], metrics=metrics, figures=figures_)
 
 
