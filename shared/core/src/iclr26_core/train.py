@@ -147,7 +147,7 @@ def train_lm(
         result.losses.append(float(loss.detach()))
         result.steps = step + 1
         if cfg.progress and hasattr(bar, "set_postfix"):
-            bar.set_postfix(loss=f"{float(loss):.3f}", refresh=False)
+            bar.set_postfix(loss=f"{result.losses[-1]:.3f}", refresh=False)
         last = step + 1 == cfg.steps
         if eval_data is not None and ((cfg.eval_every and (step + 1) % cfg.eval_every == 0) or last):
             result.evals.append((step + 1, evaluate_loss(model, eval_data, cfg, loss_fn, accel.device)))
