@@ -190,3 +190,41 @@ def test_bad_input_one_clear_line(trained, folders, tmp_path):
         ),
         "NaN",
     )
+
+
+def test_convert_official_weights_then_derain(tmp_path):
+    import torch
+
+    from iclr26_delivr import DeLiVR, DeLiVRConfig
+
+    torch.manual_seed(0)
+    m = DeLiVR(DeLiVRConfig(embed_dim=16, depth=1, heads=2, num_cab=1, frames=3, ffn_ratio=2.0))
+    torch.save(
+        {"model": {f"module.{k}": v for k, v in m.state_dict().items()}, "epoch": 1}, tmp_path / "last.pth"
+    )
+    res = run_cli(
+        main, ["convert", "--official", str(tmp_path / "last.pth"), "--out", str(tmp_path / "ckpt")]
+    )
+    assert res.code == 0, res.output
+    arr = np.random.default_rng(0).random((3, 16, 16, 3)).astype(np.float32)
+    np.save(tmp_path / "v.npy", arr)
+    args = [
+        "derain",
+        "--model",
+        str(tmp_path / "ckpt"),
+        "--input",
+        str(tmp_path / "v.npy"),
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    res = run_cli(main, args)
+    assert res.code == 0, res.output
+    from iclr26_delivr.derain import derain
+    from iclr26_delivr.folders import read_image
+
+    expected = derain(m.eval(), arr)[0].permute(1, 2, 0).numpy()
+    assert np.abs(read_image(tmp_path / "o" / "frame_00000.png") - expected).max() <= 0.5 / 255 + 1e-6
+    (tmp_path / "junk.pth").write_bytes(b"not a checkpoint")
+    res = run_cli(main, ["convert", "--official", str(tmp_path / "junk.pth"), "--out", str(tmp_path / "c2")])
+    _one_line_error(res, "cannot read")
+    assert not (tmp_path / "c2").exists()

@@ -38,6 +38,19 @@ def _derain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default=None, help="clean frames with the same names: adds metrics.json")
 
 
+def _convert_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--official", required=True, help="official checkpoint (.pth from train_video5.py, or .safetensors)"
+    )
+    p.add_argument("--out", required=True, help="new (or empty) directory for the converted checkpoint")
+    p.add_argument("--no-ema", action="store_true", help="take the raw weights, not the EMA copy")
+    p.add_argument(
+        "--official-mask-order",
+        action="store_true",
+        help="keep the official band mask before the per-head MLP (mask_after_mlp=False)",
+    )
+
+
 app = paper_cli(
     slug="delivr",
     title="DeLiVR: Differential Spatiotemporal Lie Bias for Efficient Video Deraining (ICLR 2026)",
@@ -55,6 +68,12 @@ app = paper_cli(
             "restore a video (folder of frames or .npy), optionally scored against --target",
             "iclr26_delivr.commands:derain_cmd",
             _derain_args,
+        ),
+        Verb(
+            "convert",
+            "load official DeLiVR weights (torch.load weights_only=True) into a checkpoint for derain",
+            "iclr26_delivr.commands:convert_cmd",
+            _convert_args,
         ),
     ],
 )

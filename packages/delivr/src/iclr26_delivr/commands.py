@@ -223,3 +223,25 @@ def derain_cmd(args: argparse.Namespace) -> int:
             )
     print(json.dumps({"frames": len(names), "out": str(final)}))
     return 0
+
+
+def convert_cmd(args: argparse.Namespace) -> int:
+    """Official DeLiVR weights (.pth, read with weights_only=True) -> an iclr26 checkpoint `derain` can load."""
+    from iclr26_core.checkpoints import save
+    from iclr26_core.fs import check_out_dir
+
+    from .convert import load_official
+
+    final = check_out_dir(args.out)
+    if not Path(args.official).is_file():
+        raise UserError(f"--official {args.official!r} is not a file")
+    try:
+        model = load_official(args.official, prefer_ema=not args.no_ema)
+    except ValueError as exc:
+        raise UserError(str(exc).splitlines()[0]) from None
+    if args.official_mask_order:
+        model.config.mask_after_mlp = False
+    print(model.config.describe())
+    save(final, model, config={"source": str(args.official), "ema": not args.no_ema}, metrics={})
+    print(f"converted {sum(p.numel() for p in model.parameters()):,} parameters -> {final}")
+    return 0

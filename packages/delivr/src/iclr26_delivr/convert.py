@@ -57,17 +57,24 @@ def read_checkpoint(path: str | Path) -> dict:
     if not path.is_file():
         raise ValueError(f"checkpoint not found: {path}")
     if path.suffix == ".safetensors":
+        from safetensors import SafetensorError
         from safetensors.torch import load_file
 
-        return load_file(str(path), device="cpu")
+        try:
+            return load_file(str(path), device="cpu")
+        except (SafetensorError, OSError) as err:
+            raise ValueError(f"cannot read {path} as safetensors (corrupt or truncated?): {err}") from err
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
-        what = f" ({found.group(1)})" if found else ""
+        if found is None:  # not a pickle of tensors at all (garbage, a truncated file, another format)
+            raise ValueError(
+                f"cannot read {path} as a PyTorch checkpoint (corrupt or another format)"
+            ) from err
         raise ValueError(
-            f"refusing to unpickle {path}: it holds objects other than tensors and plain containers{what}; "
-            "torch.load(weights_only=True) only - re-save its state dict"
+            f"refusing to unpickle {path}: it holds objects other than tensors and plain containers "
+            f"({found.group(1)}); torch.load(weights_only=True) only - re-save its state dict"
         ) from err
     except (RuntimeError, EOFError, OSError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
