@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import torch
+
+from iclr26_core.testing import torch_threads
 
 # Table 6 of arXiv 2505.06653 (I = 64), typed in from the paper — independent of the package data file
 TABLE6 = {
@@ -121,11 +122,8 @@ NF4_BNB = [
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread():
-    """Small tensors only: one intra-op thread avoids OpenMP spin-waiting on a shared 2-core machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+    with torch_threads(1):  # tiny tensors on a shared 2-core machine
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,13 @@ import torch
 
 from iclr26_bof4.cli import main
 from iclr26_core.models import tiny_model
-from iclr26_core.testing import imports_torch, run_cli
+from iclr26_core.testing import (
+    assert_one_line_error,
+    assert_refuses_nonempty_out,
+    imports_torch,
+    reproduce_smoke,
+    run_cli,
+)
 from iclr26_core.tokenizers import train_bpe
 
 
@@ -21,9 +27,7 @@ def test_help_does_not_import_torch():
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke") / "run"
-    res = run_cli(main, ["reproduce", "scale=smoke", f"out={out}"])
-    assert res.code == 0, res.output
-    return out, res
+    return out, reproduce_smoke(main, out)
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
@@ -137,9 +141,7 @@ def test_bad_input_one_line_nothing_written(tmp_path, monkeypatch, args, message
 
 
 def test_non_empty_out_refused(tmp_path):
-    (tmp_path / "keep.txt").write_text("mine")
+    assert_refuses_nonempty_out(main, tmp_path)
     res = run_cli(main, ["quantize", "--model", "tiny-llama", "--out", str(tmp_path)])
-    assert res.code == 2 and "not empty" in res.stderr
-    res = run_cli(main, ["reproduce", "scale=smoke", f"out={tmp_path}"])
-    assert res.code == 2 and "not empty" in res.stderr
-    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+    assert_one_line_error(res, "not empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]

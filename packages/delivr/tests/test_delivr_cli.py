@@ -8,7 +8,13 @@ from statistics import mean
 import numpy as np
 import pytest
 
-from iclr26_core.testing import imports_torch, run_cli
+from iclr26_core.testing import (
+    assert_one_line_error,
+    assert_refuses_nonempty_out,
+    imports_torch,
+    reproduce_smoke,
+    run_cli,
+)
 from iclr26_delivr.cli import main
 
 
@@ -20,9 +26,7 @@ def test_help_does_not_import_torch():
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke") / "run"
-    res = run_cli(main, ["reproduce", "scale=smoke", f"out={out}"])
-    assert res.code == 0, res.output
-    return out, res
+    return out, reproduce_smoke(main, out)
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
@@ -61,21 +65,12 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
 
 
 def test_reproduce_refuses_nonempty_out(tmp_path):
-    (tmp_path / "x").write_text("keep")
-    res = run_cli(main, ["reproduce", "scale=smoke", f"out={tmp_path}"])
-    assert res.code == 2 and "not empty" in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert [p.name for p in tmp_path.iterdir()] == ["x"]
-
-
-def _one_line_error(res, pattern):
-    assert res.code == 2, res.output
-    err = res.stderr.strip()
-    assert len(err.splitlines()) == 1 and pattern in err, err
+    assert_refuses_nonempty_out(main, tmp_path)
 
 
 def test_bad_overrides_one_line(tmp_path):
-    _one_line_error(run_cli(main, ["reproduce", "scale=smoke", "model.theta_max_deg=nope"]), "error")
-    _one_line_error(run_cli(main, ["reproduce", "scale=huge"]), "scale")
+    assert_one_line_error(run_cli(main, ["reproduce", "scale=smoke", "model.theta_max_deg=nope"]), "error")
+    assert_one_line_error(run_cli(main, ["reproduce", "scale=huge"]), "scale")
 
 
 @pytest.fixture(scope="module")
@@ -154,28 +149,32 @@ def test_derain_npy_input(trained, folders):
 def test_bad_input_one_clear_line(trained, folders, tmp_path):
     seq = folders / "data" / "seq0"
     base = ["--input", str(seq / "rainy"), "--out", str(tmp_path / "o")]
-    _one_line_error(run_cli(main, ["derain", "--model", str(tmp_path / "missing"), *base]), "not a directory")
+    assert_one_line_error(
+        run_cli(main, ["derain", "--model", str(tmp_path / "missing"), *base]), "not a directory"
+    )
     wrong = tmp_path / "wrong"
     wrong.mkdir()
     from iclr26_delivr.folders import write_png
 
     for f in range(4):
         write_png(wrong / f"x{f}.png", np.zeros((24, 24, 3)))
-    _one_line_error(
+    assert_one_line_error(
         run_cli(main, ["derain", "--model", str(trained), *base, "--target", str(wrong)]),
         "names do not match",
     )
     assert not (tmp_path / "o").exists()  # nothing half-written
     train = ["train", "--data", str(folders / "data"), "--out", str(tmp_path / "t")]
-    _one_line_error(run_cli(main, [*train, "model.frames=4"]), "frames must be odd")
-    _one_line_error(run_cli(main, [*train, "model.theta_max_deg=200"]), "theta_max_deg must be in (0, 180)")
-    _one_line_error(
+    assert_one_line_error(run_cli(main, [*train, "model.frames=4"]), "frames must be odd")
+    assert_one_line_error(
+        run_cli(main, [*train, "model.theta_max_deg=200"]), "theta_max_deg must be in (0, 180)"
+    )
+    assert_one_line_error(
         run_cli(main, ["train", "--data", str(tmp_path / "none"), "--out", str(tmp_path / "t")]), "--data"
     )
     assert not (tmp_path / "t").exists()
     nan = np.full((3, 16, 16, 3), np.nan, dtype=np.float32)
     np.save(tmp_path / "nan.npy", nan)
-    _one_line_error(
+    assert_one_line_error(
         run_cli(
             main,
             [
@@ -226,5 +225,5 @@ def test_convert_official_weights_then_derain(tmp_path):
     assert np.abs(read_image(tmp_path / "o" / "frame_00000.png") - expected).max() <= 0.5 / 255 + 1e-6
     (tmp_path / "junk.pth").write_bytes(b"not a checkpoint")
     res = run_cli(main, ["convert", "--official", str(tmp_path / "junk.pth"), "--out", str(tmp_path / "c2")])
-    _one_line_error(res, "cannot read")
+    assert_one_line_error(res, "cannot read")
     assert not (tmp_path / "c2").exists()

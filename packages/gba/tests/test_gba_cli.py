@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from iclr26_core.testing import imports_torch, run_cli
+from iclr26_core.testing import assert_refuses_nonempty_out, imports_torch, run_cli
 from iclr26_gba import GBAError, SparseFeatureModel, TiedSAE, train_sae
 from iclr26_gba.cli import main
 
@@ -181,12 +181,7 @@ def test_bad_cli_input_one_line_nothing_written(tmp_path, args, msg):
 
 
 def test_bad_reproduce_and_train_input(tmp_path, saved_gpt2):
-    full = tmp_path / "full"
-    full.mkdir()
-    (full / "x.txt").write_text("keep me")
-    res = run_cli(main, ["reproduce", "scale=smoke", f"out={full}"])
-    assert res.code == 2 and "not empty" in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert sorted(p.name for p in full.iterdir()) == ["x.txt"]
+    assert_refuses_nonempty_out(main, tmp_path / "full")
     res = run_cli(main, ["reproduce", "scale=huge"])
     assert res.code == 2 and "scale" in res.stderr
     out = tmp_path / "t"

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from iclr26_core import checkpoints
-from iclr26_core.testing import imports_torch, odd_model, run_cli
+from iclr26_core.testing import assert_refuses_nonempty_out, imports_torch, odd_model, run_cli
 from iclr26_nerve.cli import main
 
 
@@ -54,10 +54,7 @@ def test_reproduce_smoke_writes_computed_report(tmp_path):
 
 
 def test_reproduce_refuses_non_empty_out(tmp_path):
-    (tmp_path / "keep.txt").write_text("mine")
-    res = run_cli(main, ["reproduce", "scale=smoke", f"out={tmp_path}"])
-    assert res.code == 2 and "not empty" in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+    assert_refuses_nonempty_out(main, tmp_path)
 
 
 @pytest.fixture(scope="module")

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import pytest
-import torch
+
+from iclr26_core.testing import torch_threads
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread():
-    """Small tensors only: one intra-op thread avoids OpenMP spin-waiting on a shared 2-core machine."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+    with torch_threads(1):  # tiny tensors on a shared 2-core machine
+        yield
 
 
 @pytest.fixture

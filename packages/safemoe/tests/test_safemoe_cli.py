@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from iclr26_core.testing import imports_torch, run_cli
+from iclr26_core.testing import (
+    assert_one_line_error,
+    assert_refuses_nonempty_out,
+    imports_torch,
+    reproduce_smoke,
+    run_cli,
+)
 from iclr26_safemoe.cli import main
 
 
@@ -18,9 +24,7 @@ def test_help_does_not_import_torch():
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke") / "run"
-    res = run_cli(main, ["reproduce", "scale=smoke", f"out={out}"])
-    assert res.code == 0, res.output
-    return out, res
+    return out, reproduce_smoke(main, out)
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
@@ -57,10 +61,7 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
 
 
 def test_reproduce_refuses_nonempty_out(tmp_path):
-    (tmp_path / "x").write_text("keep")
-    res = run_cli(main, ["reproduce", "scale=smoke", f"out={tmp_path}"])
-    assert res.code == 2 and "not empty" in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert [p.name for p in tmp_path.iterdir()] == ["x"]
+    assert_refuses_nonempty_out(main, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -86,12 +87,6 @@ def user_files(tmp_path_factory):
     (d / "train.jsonl").write_text("\n".join(json.dumps(r) for r in train))
     (d / "empty.jsonl").write_text("")
     return d
-
-
-def _one_line_error(res, pattern):
-    assert res.code == 2, res.output
-    err = res.stderr.strip()
-    assert len(err.splitlines()) == 1 and pattern in err, err
 
 
 def test_extract_finetune_drift(user_files):
@@ -156,10 +151,10 @@ def test_extract_finetune_drift(user_files):
     dj = json.loads((d / "dr" / "drift.json").read_text())
     assert len(dj["kl_per_layer"]) == 2 and (d / "dr" / "drift_per_layer.png").is_file()
     # bad input, one line each, nothing written
-    _one_line_error(
+    assert_one_line_error(
         run_cli(main, ["finetune", *common, "--tau", "0", "--out", str(d / "bad1")]), "tau must be > 0"
     )
-    _one_line_error(
+    assert_one_line_error(
         run_cli(
             main,
             [
@@ -178,7 +173,7 @@ def test_extract_finetune_drift(user_files):
         ),
         "adapter directory",
     )
-    _one_line_error(
+    assert_one_line_error(
         run_cli(
             main,
             [
@@ -195,13 +190,13 @@ def test_extract_finetune_drift(user_files):
         ),
         "reference is from another model",
     )
-    _one_line_error(run_cli(main, ["finetune", *common, "--out", str(d / "ft")]), "not empty")
+    assert_one_line_error(run_cli(main, ["finetune", *common, "--out", str(d / "ft")]), "not empty")
     assert not any((d / n).exists() for n in ("bad1", "bad2", "bad3"))
 
 
 def test_bad_prompts_and_models(user_files):
     d = user_files
-    _one_line_error(
+    assert_one_line_error(
         run_cli(
             main,
             [
@@ -216,7 +211,7 @@ def test_bad_prompts_and_models(user_files):
         ),
         "no MoE router found",
     )
-    _one_line_error(
+    assert_one_line_error(
         run_cli(
             main,
             [

@@ -6,7 +6,15 @@ from pathlib import Path
 import pytest
 
 from iclr26_core.cli import compose, umbrella_main
-from iclr26_core.testing import imports_torch, run_cli
+from iclr26_core.testing import (
+    CliResult,
+    assert_one_line_error,
+    assert_refuses_nonempty_out,
+    imports_torch,
+    reproduce_smoke,
+    run_cli,
+    torch_threads,
+)
 
 HERE = Path(__file__).parent
 
@@ -45,10 +53,30 @@ def test_reproduce_smoke_writes_report(main, tmp_path):
 
 def test_reproduce_out_dir(main, tmp_path):
     out = tmp_path / "myrun"
-    assert run_cli(main, ["reproduce", "scale=smoke", f"out={out}"]).code == 0
+    reproduce_smoke(main, out)
     assert (out / "report.md").is_file()
-    res = run_cli(main, ["reproduce", "scale=smoke", f"out={out}"])
-    assert res.code == 2 and "not empty" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert_one_line_error(run_cli(main, ["reproduce", "scale=smoke", f"out={out}"]), "not empty")
+    assert_refuses_nonempty_out(main, tmp_path / "other")
+
+
+def test_the_shared_cli_checks_can_fail(main, tmp_path):
+    with pytest.raises(AssertionError, match="expected 2"):
+        assert_one_line_error(CliResult(0, "", "error: x"), "x")
+    with pytest.raises(AssertionError, match="one line"):
+        assert_one_line_error(CliResult(2, "", "error: x\nTraceback"), "x")
+    with pytest.raises(AssertionError, match="one line"):
+        assert_one_line_error(CliResult(2, "", "error: y"), "x")
+    with pytest.raises(AssertionError):
+        reproduce_smoke(main, tmp_path / "r", "fail=maybe")
+
+
+def test_torch_threads_restores_the_count():
+    import torch
+
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
 
 
 @pytest.mark.parametrize(

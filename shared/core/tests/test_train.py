@@ -59,3 +59,39 @@ def test_schedule_and_batches():
     seen = [i for s in range(5) for i in batch_indices(10, 2, s, seed=0)]
     assert sorted(seen) == list(range(10))  # one epoch covers every row once
     assert batch_indices(10, 4, 7, seed=0) == batch_indices(10, 4, 7, seed=0)
+
+
+def test_custom_batches_schedule_eval_and_ema_against_a_hand_computation():
+    """A linear model on (x, y) tuples: the EMA weights equal the average computed by hand from the
+    weights after each step; eval_fn sees those EMA weights; the schedule sets the learning rate."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    x = torch.randn(16, 3)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5]])
+    seen, lrs, after = [], [], []
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def on_step(step, loss):
+        seen.append(step)
+        lrs.append(opt.param_groups[0]["lr"])
+        after.append(model.weight.detach().clone())
+
+    evals = []
+    res = train_lm(
+        model,
+        None,
+        cfg=TrainConfig(steps=4, progress=False, grad_clip=None, ema=0.5, eval_every=2),
+        loss_fn=lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(),
+        optimizer=opt,
+        batches=lambda step: (x[step * 4 : step * 4 + 4], y[step * 4 : step * 4 + 4]),
+        lr_schedule=lambda step: 1.0 / (step + 1),
+        eval_fn=lambda m: evals.append(m.weight.detach().clone()) or float(m.weight.sum()),
+        on_step=on_step,
+    )
+    assert seen == [0, 1, 2, 3] and lrs == pytest.approx([0.05, 0.1 / 3, 0.025, 0.02])
+    ema = after[0]  # torch's EMA starts from the first averaged weights
+    for w in after[1:]:
+        ema = 0.5 * ema + 0.5 * w
+    assert torch.allclose(res.ema_model.weight, ema)
+    assert [s for s, _ in res.evals] == [2, 4] and torch.allclose(evals[-1], ema)
+    assert not torch.allclose(res.ema_model.weight, model.weight)

@@ -41,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "TrainSettings": "train",
     "masked_attention_mass": "analysis",
     "convert_official_state_dict": "convert",
+    "load_official": "convert",
 }
 
 __all__ = ["__version__", *_EXPORTS]

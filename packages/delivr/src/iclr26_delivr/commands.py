@@ -56,7 +56,6 @@ def load_model(path: str | Path):
 
 def train(args: argparse.Namespace) -> int:
     """Train DeLiVR on DIR/<sequence>/{rainy,clean}/*.png; write a checkpoint and train_log.csv to --out."""
-    import numpy as np
     import torch
 
     from iclr26_core.checkpoints import save
@@ -122,11 +121,11 @@ def train(args: argparse.Namespace) -> int:
     print(mcfg.describe())
     settings = TrainSettings(
         steps=int(cfg.train.steps),
-        batch=int(cfg.train.batch),
+        batch_size=int(cfg.train.batch),
         lr=float(cfg.train.lr),
         weight_decay=float(cfg.train.weight_decay),
         schedule=str(cfg.train.schedule),
-        warmup=int(cfg.train.warmup),
+        warmup_steps=int(cfg.train.warmup),
         grad_clip=float(cfg.train.grad_clip),
         ema=float(cfg.train.ema),
         eval_every=int(cfg.train.eval_every),
@@ -149,7 +148,7 @@ def train(args: argparse.Namespace) -> int:
         "seconds": log.seconds,
         "sequences": [s.name for s in train_seqs],
         "val": val_name,
-        "frames_seen": int(np.prod([settings.steps, settings.batch])),
+        "frames_seen": settings.steps * settings.batch_size,
     }
     from omegaconf import OmegaConf
 

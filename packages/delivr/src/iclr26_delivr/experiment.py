@@ -31,11 +31,11 @@ def train_settings(
     t = cfg.train
     return TrainSettings(
         steps=int(cfg.steps),
-        batch=int(t.batch),
+        batch_size=int(t.batch),
         lr=float(t.lr),
         weight_decay=float(t.weight_decay),
         schedule=str(t.schedule),
-        warmup=int(t.warmup),
+        warmup_steps=int(t.warmup),
         grad_clip=float(t.grad_clip),
         ema=float(t.ema),
         eval_every=int(t.eval_every) if eval_every is None else eval_every,
@@ -80,7 +80,7 @@ def fit(
     n = len(rainy)
 
     def sample(step: int):
-        idx = batch_indices(n, settings.batch, step, settings.seed)
+        idx = batch_indices(n, settings.batch_size, step, settings.seed)
         return rainy[idx], clean_centre[idx]
 
     def evaluate(m) -> float:

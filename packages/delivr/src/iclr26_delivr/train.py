@@ -1,60 +1,56 @@
-"""An explicit training loop for DeLiVR (spec Method 11): AdamW, warm-up + cosine (or the official warm restarts),
-gradient clipping, optional EMA (evaluate with the EMA weights), augmentation, accelerate for device placement.
+"""DeLiVR's training recipe (spec Method 11) on the core loop `iclr26_core.train.train_lm`: AdamW, warm-up + cosine
+(or the official warm-up ×0.1 → 1 and warm restarts), gradient clipping, optional EMA (evaluated with the EMA weights),
+the official augmentation.
 
-The loop draws batches from ``sample(step) -> (frames [B, T, 3, H, W], target [B, 3, H, W])`` so the same code
-trains on in-memory synthetic clips (`reproduce`) and on a user's frame folders (`train`).
+Batches come from ``sample(step) -> (frames [B, T, 3, H, W], target [B, 3, H, W])`` so the same code trains on
+in-memory synthetic clips (`reproduce`) and on a user's frame folders (`train`).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
-from iclr26_core.errors import TrainingDiverged
+from iclr26_core.train import TrainConfig, train_lm
 
 from .loss import LossWeights, delivr_loss
 
 
 @dataclass
-class TrainSettings:
+class TrainSettings(TrainConfig):
+    """`iclr26_core.train.TrainConfig` with DeLiVR's defaults (the miniature: batch 4, lr 1e-3, AdamW's default
+    betas, weight decay 0.01, grad clip 0.5) and the choice of schedule."""
+
     steps: int = 300
-    batch: int = 4
+    batch_size: int = 4
     lr: float = 1e-3
     weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    min_lr_ratio: float = 0.01
+    grad_clip: float | None = 0.5
     schedule: str = (
         "cosine"  # cosine: warm-up then cosine to lr·min_lr_ratio; restarts: the official schedule
     )
-    warmup: int = 0  # steps of the linear warm-up from 0.1·lr
-    min_lr_ratio: float = 0.01
     restart_t0: int = 500  # CosineAnnealingWarmRestarts(T_0, T_mult=2, eta_min=1e-6)
-    grad_clip: float = 0.5
-    ema: float = 0.0  # 0 disables; the official value is 0.999
-    eval_every: int = 0
-    seed: int = 0
-    device: str = "auto"
-    progress: bool = True
-    desc: str = "train"
-    position: int | None = None  # tqdm bar line (parallel workers)
 
 
 @dataclass
 class TrainLog:
     losses: list[float] = field(default_factory=list)
-    terms: list[dict[str, float]] = field(default_factory=list)
+    terms: list[dict[str, float]] = field(default_factory=list)  # every loss term per step
     evals: list[tuple[int, float]] = field(default_factory=list)  # (step, validation metric)
     seconds: float = 0.0
 
 
 def lr_factor(step: int, s: TrainSettings) -> float:
     """Multiplier of the base lr at ``step`` (the ``restarts`` branch reproduces the official schedule)."""
-    if s.warmup and step < s.warmup:
-        return 0.1 + 0.9 * step / s.warmup
-    k = step - s.warmup
+    if s.warmup_steps and step < s.warmup_steps:
+        return 0.1 + 0.9 * step / s.warmup_steps
+    k = step - s.warmup_steps
     if s.schedule == "restarts":
         t_i = s.restart_t0
         while k >= t_i:
@@ -64,7 +60,7 @@ def lr_factor(step: int, s: TrainSettings) -> float:
         return eta_min + (1 - eta_min) * 0.5 * (1 + math.cos(math.pi * k / t_i))
     if s.schedule != "cosine":
         raise ValueError(f"schedule must be 'cosine' or 'restarts', got {s.schedule!r}")
-    span = max(s.steps - s.warmup, 1)
+    span = max(s.steps - s.warmup_steps, 1)
     return s.min_lr_ratio + (1 - s.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(k / span, 1.0)))
 
 
@@ -94,66 +90,29 @@ def train_delivr(
     *,
     evaluate: Callable[[torch.nn.Module], float] | None = None,
     weights: LossWeights | None = None,
-    on_step: Callable[[int, dict[str, float]], None] | None = None,
 ) -> tuple[torch.nn.Module, TrainLog]:
-    """Train ``model`` for ``settings.steps`` steps; returns (the model to evaluate — the EMA copy when
-    ``settings.ema`` > 0 — and the log). ``evaluate(model) -> float`` runs every ``eval_every`` steps and at the
-    end. Raises `TrainingDiverged` on a non-finite loss."""
-    from accelerate import Accelerator
-    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
-
-    from iclr26_core.cli import progress, seed_everything
-
-    seed_everything(settings.seed)
-    accel = Accelerator(cpu=settings.device == "cpu")
-    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, settings))
-    model, opt = accel.prepare(model, opt)
-    ema = None
-    if settings.ema > 0:
-        ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(settings.ema), use_buffers=True)
+    """Train ``model`` for ``settings.steps`` steps with `iclr26_core.train.train_lm`; returns (the model to
+    evaluate — the EMA copy when ``settings.ema`` > 0 — and the log). ``evaluate(model) -> float`` runs every
+    ``eval_every`` steps and at the end. Raises `TrainingDiverged` on a non-finite loss."""
     log = TrainLog()
-    steps = range(settings.steps)
-    bar = (
-        progress(steps, total=settings.steps, desc=settings.desc, position=settings.position)
-        if settings.progress
-        else steps
+
+    def loss_fn(m, batch) -> torch.Tensor:
+        frames, target = batch
+        terms = delivr_loss(m(frames), target, weights)
+        log.terms.append({k: float(v.detach()) for k, v in terms.items()})
+        return terms["total"]
+
+    if settings.schedule not in ("cosine", "restarts"):
+        raise ValueError(f"schedule must be 'cosine' or 'restarts', got {settings.schedule!r}")
+    res = train_lm(
+        model,
+        None,
+        cfg=settings,
+        loss_fn=loss_fn,
+        batches=sample,
+        lr_schedule=lambda step: lr_factor(step, settings),
+        eval_fn=evaluate,
     )
-    t0 = time.perf_counter()
-    model.train()
-    for step in bar:
-        frames, target = sample(step)
-        out = model(frames.to(accel.device))
-        terms = delivr_loss(out, target.to(accel.device), weights)
-        loss = terms["total"]
-        if not torch.isfinite(loss.detach()):
-            raise TrainingDiverged(
-                f"the training loss became {float(loss.detach())} at step {step}; lower train.lr "
-                f"(now {settings.lr}) or check the frames"
-            )
-        opt.zero_grad(set_to_none=True)
-        accel.backward(loss)
-        if settings.grad_clip:
-            accel.clip_grad_norm_(model.parameters(), settings.grad_clip)
-        opt.step()
-        sched.step()
-        if ema is not None:
-            ema.update_parameters(model)
-        values = {k: float(v.detach()) for k, v in terms.items()}
-        log.losses.append(values["total"])
-        log.terms.append(values)
-        if on_step is not None:
-            on_step(step, values)
-        if settings.progress and hasattr(bar, "set_postfix"):
-            bar.set_postfix(loss=f"{values['total']:.4f}", refresh=False)
-        last = step + 1 == settings.steps
-        if evaluate is not None and ((settings.eval_every and (step + 1) % settings.eval_every == 0) or last):
-            current = ema.module if ema is not None else model
-            current.eval()
-            with torch.no_grad():
-                log.evals.append((step + 1, float(evaluate(current))))
-            model.train()
-    log.seconds = time.perf_counter() - t0
-    final = accel.unwrap_model(ema.module if ema is not None else model)
-    final.eval()
-    return final, log
+    log.losses, log.evals, log.seconds = res.losses, res.evals, res.seconds
+    final = res.ema_model if res.ema_model is not None else model
+    return final.eval(), log

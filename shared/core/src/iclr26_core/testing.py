@@ -1,4 +1,5 @@
-"""Helpers shared by every package's tests: tiny odd-sized models, seeding, an in-process CLI runner.
+"""Helpers shared by every package's tests: tiny odd-sized models, seeding, an in-process CLI runner, the
+checks every paper CLI needs (one-line user errors, a refused non-empty ``out``), one torch thread.
 
 Odd sizes (hidden 36, vocab 99, 3 heads ...) catch shape bugs that powers of two hide.
 """
@@ -10,6 +11,7 @@ import io
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 ODD = {
@@ -113,3 +115,45 @@ def imports_torch(code: str) -> bool:
     if "TORCH" not in res.stdout:
         raise RuntimeError(f"probe failed: {res.stderr[-2000:]}")
     return "NOTORCH" not in res.stdout
+
+
+def assert_one_line_error(res: CliResult, pattern: str) -> str:
+    """A user mistake: exit status 2 and exactly one line on stderr, containing ``pattern``; returns the line."""
+    assert res.code == 2, f"exit {res.code}, expected 2:\n{res.output}"
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and pattern in lines[0], f"expected one line with {pattern!r}, got:\n{res.stderr}"
+    return lines[0]
+
+
+def reproduce_smoke(
+    main: Callable[[Sequence[str]], int | None], out: str | Path, *overrides: str
+) -> CliResult:
+    """``reproduce scale=smoke out=OUT [overrides]`` in-process; fails with the output unless it exits 0."""
+    res = run_cli(main, ["reproduce", "scale=smoke", f"out={out}", *overrides])
+    assert res.code == 0, res.output
+    return res
+
+
+def assert_refuses_nonempty_out(main: Callable[[Sequence[str]], int | None], directory: str | Path) -> None:
+    """``reproduce scale=smoke out=DIR`` on a directory holding a file: one line, exit 2, the file untouched."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "keep.txt").write_text("mine")
+    before = sorted(p.name for p in directory.iterdir())
+    assert_one_line_error(run_cli(main, ["reproduce", "scale=smoke", f"out={directory}"]), "not empty")
+    assert sorted(p.name for p in directory.iterdir()) == before
+    assert (directory / "keep.txt").read_text() == "mine"
+
+
+@contextlib.contextmanager
+def torch_threads(n: int = 1):
+    """Run the block with ``n`` torch intra-op threads (tiny tensors on a shared 2-core machine: one thread
+    avoids OpenMP spin-waiting), then restore the previous count."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)

@@ -1,7 +1,8 @@
 """A short, explicit training loop on `accelerate`: grad clipping, warmup + cosine schedule, progress bar,
-periodic evaluation, checkpoint/resume, NaN detection.
+periodic evaluation, optional EMA weights, checkpoint/resume, NaN detection.
 
     result = train_lm(model, blocks["train"], blocks["validation"], TrainConfig(steps=120, lr=3e-3))
+    result = train_lm(model, None, cfg=cfg, batches=sample, loss_fn=my_loss, eval_fn=score)  # any batch shape
 
 Runs on the CPU here and on many GPUs with ``accelerate launch``. The batch of step ``s`` is a pure
 function of ``(seed, s)`` (a fresh permutation per epoch), so a run resumed from a checkpoint sees exactly
@@ -41,6 +42,8 @@ class TrainConfig:
     device: str = "auto"
     progress: bool = True
     desc: str = "train"
+    position: int | None = None  # progress-bar line (one per worker process)
+    ema: float = 0.0  # > 0: keep an exponential moving average of the weights (evaluated, returned)
 
 
 @dataclass
@@ -49,6 +52,7 @@ class TrainResult:
     evals: list[tuple[int, float]] = field(default_factory=list)  # (step, mean eval loss)
     steps: int = 0
     seconds: float = 0.0
+    ema_model: Any = None  # the averaged model when TrainConfig.ema > 0
 
     @property
     def final_eval(self) -> float | None:
@@ -87,6 +91,12 @@ def _rows(data: Any, idx: list[int]):
     return rows if isinstance(rows, torch.Tensor) else torch.as_tensor(rows)
 
 
+def _to_device(batch: Any, device: Any) -> Any:
+    if isinstance(batch, tuple | list):
+        return type(batch)(_to_device(b, device) for b in batch)
+    return batch.to(device)
+
+
 def causal_lm_loss(model: Any, batch: Any):
     return model(input_ids=batch, labels=batch).loss
 
@@ -99,40 +109,64 @@ def train_lm(
     loss_fn: Callable[[Any, Any], Any] = causal_lm_loss,
     resume_from: str | Path | None = None,
     optimizer: Any = None,
+    *,
+    batches: Callable[[int], Any] | None = None,
+    lr_schedule: Callable[[int], float] | None = None,
+    eval_fn: Callable[[Any], float] | None = None,
+    on_step: Callable[[int, float], None] | None = None,
 ) -> TrainResult:
     """Train ``model`` for ``cfg.steps`` AdamW steps on rows of ``train_data`` ([N, T] tensor or dataset).
 
     ``loss_fn(model, batch) -> scalar`` defaults to the causal-LM loss. ``resume_from`` is a checkpoint
     directory written by an earlier call (``checkpoint_dir/step-N``); training continues at step N.
     Raises `TrainingDiverged` when the loss is NaN/inf.
+
+    For other data: ``batches(step)`` returns the batch of a step (a tensor or a tuple of tensors, moved to the
+    device) instead of rows of ``train_data``; ``lr_schedule(step)`` replaces the warmup + cosine multiplier;
+    ``eval_fn(model) -> float`` replaces the mean eval loss (both at ``eval_every`` and at the end; evaluated
+    under ``no_grad`` in eval mode, on the EMA weights when ``cfg.ema`` > 0); ``on_step(step, loss)`` runs after
+    every optimizer step.
     """
     import torch
     from accelerate import Accelerator
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
     from .cli import progress, seed_everything
 
     cfg = cfg or TrainConfig()
-    n = len(train_data)
-    if n == 0:
-        raise UserError("no training data")
+    if batches is None:
+        n = len(train_data)
+        if n == 0:
+            raise UserError("no training data")
+
+        def batches(step: int) -> Any:
+            return _rows(train_data, batch_indices(n, cfg.batch_size, step, cfg.seed))
+
     seed_everything(cfg.seed)
     accel = Accelerator(cpu=cfg.device == "cpu")
     if optimizer is None:
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_lambda(s, cfg))
+    schedule = lr_schedule or (lambda s: lr_lambda(s, cfg))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     start = 0
     if resume_from is not None:
         start = load_training_state(resume_from, model, optimizer, scheduler)
     model, optimizer = accel.prepare(model, optimizer)
+    ema = None
+    if cfg.ema > 0:
+        ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema), use_buffers=True)
     result = TrainResult(steps=start)
     model.train()
     t0 = time.perf_counter()
     steps = range(start, cfg.steps)
-    bar = progress(steps, total=cfg.steps, initial=start, desc=cfg.desc) if cfg.progress else steps
+    bar = (
+        progress(steps, total=cfg.steps, initial=start, desc=cfg.desc, position=cfg.position)
+        if cfg.progress
+        else steps
+    )
     for step in bar:
-        batch = _rows(train_data, batch_indices(n, cfg.batch_size, step, cfg.seed)).to(accel.device)
-        loss = loss_fn(model, batch)
+        loss = loss_fn(model, _to_device(batches(step), accel.device))
         if not torch.isfinite(loss.detach()):
             raise TrainingDiverged(
                 f"the training loss became {float(loss.detach())} at step {step}; "
@@ -144,13 +178,27 @@ def train_lm(
             accel.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         optimizer.step()
         scheduler.step()
+        if ema is not None:
+            ema.update_parameters(model)
         result.losses.append(float(loss.detach()))
         result.steps = step + 1
+        if on_step is not None:
+            on_step(step, result.losses[-1])
         if cfg.progress and hasattr(bar, "set_postfix"):
             bar.set_postfix(loss=f"{result.losses[-1]:.3f}", refresh=False)
         last = step + 1 == cfg.steps
-        if eval_data is not None and ((cfg.eval_every and (step + 1) % cfg.eval_every == 0) or last):
-            result.evals.append((step + 1, evaluate_loss(model, eval_data, cfg, loss_fn, accel.device)))
+        if (eval_data is not None or eval_fn is not None) and (
+            (cfg.eval_every and (step + 1) % cfg.eval_every == 0) or last
+        ):
+            current = ema.module if ema is not None else model
+            if eval_fn is not None:
+                current.eval()
+                with torch.no_grad():
+                    value = float(eval_fn(current))
+                model.train()
+            else:
+                value = evaluate_loss(current, eval_data, cfg, loss_fn, accel.device)
+            result.evals.append((step + 1, value))
         if cfg.checkpoint_dir and cfg.checkpoint_every and ((step + 1) % cfg.checkpoint_every == 0 or last):
             save_training_state(
                 Path(cfg.checkpoint_dir) / f"step-{step + 1}",
@@ -161,6 +209,8 @@ def train_lm(
             )
     result.seconds = time.perf_counter() - t0
     model.eval()
+    if ema is not None:
+        result.ema_model = accel.unwrap_model(ema.module).eval()
     return result
 
 
