@@ -24,8 +24,8 @@ _EXPORTS: dict[str, str] = {
     "Outcome": "game",
     "Equilibrium": "game",
     "Throttle": "game",
-    "simulate": "simulate",
-    "sweep": "sweep",
+    "simulate": "monte_carlo",
+    "sweep": "grids",
     "estimate_params": "estimate",
     "hf_solver": "estimate",
     "digits_solvers": "estimate",
@@ -33,9 +33,9 @@ _EXPORTS: dict[str, str] = {
     "load_tasks": "estimate",
     "Params": "closed_form",
     "outcomes": "closed_form",
-    "best_response": "best_response",
+    "best_response": "user_response",
     "provider_optimum": "provider",
-    "throttling": "throttling",
+    "throttling": "throttle",
 }
 
 __all__ = [  # noqa: RUF022 - grouped: the game, simulation, sweeps, estimation, vectorised functions
@@ -60,13 +60,13 @@ __all__ = [  # noqa: RUF022 - grouped: the game, simulation, sweeps, estimation,
 assert set(__all__) == {"__version__", *_EXPORTS}
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .best_response import best_response
     from .closed_form import Params, outcomes
     from .estimate import digits_solvers, estimate_params, generated_tasks, hf_solver, load_tasks
     from .game import Equilibrium, Outcome, RoutingGame, Throttle
+    from .grids import sweep
+    from .monte_carlo import simulate
     from .provider import provider_optimum
-    from .simulate import simulate
-    from .sweep import sweep
-    from .throttling import throttling
+    from .throttle import throttling
+    from .user_response import best_response
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

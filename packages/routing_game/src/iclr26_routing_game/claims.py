@@ -12,11 +12,11 @@ import numpy as np
 
 from iclr26_core.report import Claim
 
-from .best_response import best_response_q, s_high, s_zero, switch_point
 from .closed_form import Params, outcomes, xi
 from .provider import provider_optimum
 from .sampling import draw_games, draw_regime
-from .throttling import closed_form_gain, throttling
+from .throttle import closed_form_gain, throttling
+from .user_response import best_response_q, s_high, s_zero, switch_point
 
 EPS_Q = 1e-9  # a q* within this of 0 or 1 counts as that end
 
@@ -40,7 +40,7 @@ def claim_c1(cfg: Any, rng: np.random.Generator, tie_break: str) -> tuple[Claim,
     g = draw_regime(n, "xi1<0<xi2", rng)
     q, s0 = grid_q(g), s_zero(g)
     binary = np.all((q == 0) | (q == 1), -1)
-    rule = np.all(np.where(S < s0[:, None], q == 1, True) & np.where(S > s0[:, None], q == 0, True), -1)
+    rule = np.all(np.where(s0[:, None] > S, q == 1, True) & np.where(s0[:, None] < S, q == 0, True), -1)
     s_hat = switch_point(g, np.zeros(n), np.ones(n), lambda qq: qq < 0.5, tie_break)
     switch_err = np.abs(s_hat - s0)
     ok_diff = binary & rule & (switch_err < tol)
@@ -58,8 +58,8 @@ def claim_c1(cfg: Any, rng: np.random.Generator, tie_break: str) -> tuple[Claim,
     q, sh = grid_q(g), s_high(g)
     mono = np.all(np.diff(q, axis=-1) >= -EPS_Q, -1) & (q[:, 0] <= EPS_Q) & (q[:, -1] >= 1 - EPS_Q)
     interior = np.any((q > EPS_Q) & (q < 1 - EPS_Q), -1)
-    s_h_rule = np.all(np.where(S >= sh[:, None] + tol, q >= 1 - EPS_Q, True), -1) & np.all(
-        np.where(S <= sh[:, None] - tol, q < 1 - EPS_Q, True), -1
+    s_h_rule = np.all(np.where(sh[:, None] + tol <= S, q >= 1 - EPS_Q, True), -1) & np.all(
+        np.where(sh[:, None] - tol >= S, q < 1 - EPS_Q, True), -1
     )
     m["xi1>0>xi2"] = {
         "share_monotone": _share(mono),
@@ -106,8 +106,10 @@ def claim_c2(cfg: Any, rng: np.random.Generator, tie_break: str) -> tuple[Claim,
     vd, ld = (x1 > 0) & (x2 > 0), (x1 < 0) & (x2 < 0)
     same = vd | ld
     cop = np.stack([g.c1 / g.p1, g.c2 / g.p2], -1)
-    rule_vd = (eq.i == cop.argmin(-1) + 1) & (eq.s == 0) & np.isclose(eq.provider_cost, cop.min(-1), 1e-9, 1e-12)
-    m2_wins = g.P > (g.c2 - g.c1) / (g.p2 - g.p1)
+    rule_vd = (
+        (eq.i == cop.argmin(-1) + 1) & (eq.s == 0) & np.isclose(eq.provider_cost, cop.min(-1), 1e-9, 1e-12)
+    )
+    m2_wins = (g.c2 - g.c1) / (g.p2 - g.p1) < g.P
     rule_ld = (eq.i == np.where(m2_wins, 2, 1)) & (eq.s == 0) & (eq.q == 1)
     rule = np.where(vd, rule_vd, rule_ld)[same]
     esc = _share(eq.escalates)
@@ -184,7 +186,7 @@ def claim_c4(cfg: Any, rng: np.random.Generator, tie_break: str) -> tuple[Claim,
     for name, g in settings.items():
         th = throttling(g, tie_break)
         closed = closed_form_gain(g)
-        is_low = g.P <= m_cop
+        is_low = m_cop >= g.P
         low.append(is_low)
         pos_low.append(th.gain[is_low] > 0)
         match.append(np.abs(th.gain - closed) <= tol)
@@ -236,7 +238,7 @@ def claim_c4(cfg: Any, rng: np.random.Generator, tie_break: str) -> tuple[Claim,
 def claim_v1(cfg: Any, rng: np.random.Generator, progress: Any) -> tuple[Claim, dict]:
     """Closed forms vs Monte Carlo on random (game, i, s, q) triples: S, L, C within z standard errors."""
     from .game import RoutingGame
-    from .simulate import simulate
+    from .monte_carlo import simulate
 
     k, n, z_max = int(cfg.validity.triples), int(cfg.validity.episodes), float(cfg.validity.z)
     g = draw_games(k, rng)

@@ -14,7 +14,11 @@ DEFAULT_GAME = {"p1": 0.4, "p2": 0.8, "t1": 1.0, "t2": 3.0, "c1": 1.0, "c2": 3.0
 
 
 def _provenance(inputs: dict[str, Any]) -> dict[str, Any]:
-    return {"package": "iclr26-routing-game", "version": package_version("iclr26-routing-game"), "inputs": inputs}
+    return {
+        "package": "iclr26-routing-game",
+        "version": package_version("iclr26-routing-game"),
+        "inputs": inputs,
+    }
 
 
 def _fmt(x: Any) -> str:
@@ -23,7 +27,13 @@ def _fmt(x: Any) -> str:
 
 def describe(sol: dict[str, Any]) -> str:
     """A few human lines for one `RoutingGame.solve()` result."""
-    g, eq, th, thr, br = sol["game"], sol["equilibrium"], sol["thresholds"], sol["throttling"], sol["best_response"]
+    g, eq, th, thr, br = (
+        sol["game"],
+        sol["equilibrium"],
+        sol["thresholds"],
+        sol["throttling"],
+        sol["best_response"],
+    )
     lines = [
         f"game: p=({g['p1']:g}, {g['p2']:g}) t=({g['t1']:g}, {g['t2']:g}) c=({g['c1']:g}, {g['c2']:g}) "
         f"V={g['V']:g} P={g['P']:g} · regime {sol['regime']} (ξ = {th['xi'][0]:.4g}, {th['xi'][1]:.4g})",
@@ -77,7 +87,9 @@ def parse_fixed(text: str) -> dict[str, float]:
     for item in filter(None, (s.strip() for s in text.split(","))):
         key, sep, val = item.partition("=")
         if not sep or key not in DEFAULT_GAME:
-            raise UserError(f"--fixed: expected name=value with a name in {', '.join(DEFAULT_GAME)}, got {item!r}")
+            raise UserError(
+                f"--fixed: expected name=value with a name in {', '.join(DEFAULT_GAME)}, got {item!r}"
+            )
         try:
             out[key] = float(val)
         except ValueError:
@@ -89,10 +101,10 @@ def sweep(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .game import RoutingGame
+    from .grids import check_axis
+    from .grids import sweep as run_sweep
     from .plots import policy_map, value_map
     from .reproduce import AXIS_RANGE
-    from .sweep import check_axis
-    from .sweep import sweep as run_sweep
 
     x, y = check_axis(args.x), check_axis(args.y)
     if not 2 <= args.n <= 2001:
@@ -107,7 +119,9 @@ def sweep(args: argparse.Namespace) -> int:
         policy_map(df, x, y, tmp / "policy_map.png")
         value_map(df, x, y, "gap", tmp / "misalignment.png", "misalignment gap Δ_U")
         value_map(df, x, y, "throttle_gain", tmp / "throttling.png", "throttling gain")
-        write_json(tmp / "sweep.json", _provenance({"x": x, "y": y, "xs": xs, "ys": ys, "base": base.to_dict()}))
+        write_json(
+            tmp / "sweep.json", _provenance({"x": x, "y": y, "xs": xs, "ys": ys, "base": base.to_dict()})
+        )
     shares = df["policy"].value_counts(normalize=True)
     print(
         f"{len(df):,} games on {x} x {y}: "
@@ -167,13 +181,16 @@ def estimate(args: argparse.Namespace) -> int:
     with staged_dir(final) as tmp:
         write_json(tmp / "estimate.json", {**_provenance(inputs), **est})
     for k, m in enumerate(est["models"], 1):
-        print(f"M{k} {m['name']}: p={m['p']:.4g} (accuracy {m['accuracy']:.4g} on {est['n_tasks']} tasks), "
-              f"t={m['t']:.4g}, c={m['c']:.4g}")
+        print(
+            f"M{k} {m['name']}: p={m['p']:.4g} (accuracy {m['accuracy']:.4g} on {est['n_tasks']} tasks), "
+            f"t={m['t']:.4g}, c={m['c']:.4g}"
+        )
     print(describe(est["solution"]))
     for kind, res in est.get("by_type", {}).items():
         eq = res["solution"]["equilibrium"]
-        print(f"type {kind} ({res['n']} tasks): p=({res['p'][0]:.3g}, {res['p'][1]:.3g}) -> route M{eq['i']} "
-              f"s={eq['s']:.3g} q*={eq['q']:.3g}")
+        print(
+            f"type {kind} ({res['n']} tasks): p=({res['p'][0]:.3g}, {res['p'][1]:.3g}) -> route M{eq['i']} "
+            f"s={eq['s']:.3g} q*={eq['q']:.3g}"
+        )
     print(f"wrote {final}/estimate.json")
     return 0
-

@@ -150,7 +150,8 @@ def digits_solvers(
         warnings.simplefilter("ignore", ConvergenceWarning)
         standard = LogisticRegression(max_iter=30).fit(Xtr[:, ::4], ytr)  # every 4th pixel: a weak model
         mlps = [
-            MLPClassifier((hidden,), max_iter=300, random_state=seed + k).fit(Xtr, ytr) for k in range(ensemble)
+            MLPClassifier((hidden,), max_iter=300, random_state=seed + k).fit(Xtr, ytr)
+            for k in range(ensemble)
         ]
     d = X.shape[1]
     flops_std = 2.0 * (d // 4) * 10
@@ -168,7 +169,9 @@ def digits_solvers(
 
 
 # ------------------------------------------------------------------------------------------- estimate
-def _measure(solver: Callable[[dict[str, Any]], int], tasks: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
+def _measure(
+    solver: Callable[[dict[str, Any]], int], tasks: Sequence[dict[str, Any]]
+) -> dict[str, np.ndarray]:
     correct, seconds = np.zeros(len(tasks), dtype=bool), np.zeros(len(tasks))
     for k, task in enumerate(tasks):
         t0 = time.perf_counter()
@@ -234,7 +237,9 @@ def estimate_params(
 
     def game_of(ps: list[float], ts: list[float]) -> RoutingGame:
         cs = [m["c"] for m in models]
-        return RoutingGame(ps[0], ps[1], ts[0], ts[1], cs[0], cs[1], value, churn_penalty, tie_break=tie_break)
+        return RoutingGame(
+            ps[0], ps[1], ts[0], ts[1], cs[0], cs[1], value, churn_penalty, tie_break=tie_break
+        )
 
     game = game_of([m["p"] for m in models], [m["t"] for m in models])
     out: dict[str, Any] = {"models": models, "n_tasks": len(tasks), "game": game, "solution": game.solve()}

@@ -17,10 +17,10 @@ import numpy as np
 
 from iclr26_core.errors import UserError
 
-from .best_response import TIE_BREAKS, best_response, s_high, s_low, s_zero
 from .closed_form import Params, outcomes, xi
 from .provider import provider_optimum, regime
-from .throttling import SUBSETS, closed_form_gain, throttling
+from .throttle import SUBSETS, closed_form_gain, throttling
+from .user_response import TIE_BREAKS, best_response, s_high, s_low, s_zero
 
 
 @dataclass(frozen=True)

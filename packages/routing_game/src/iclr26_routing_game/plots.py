@@ -9,7 +9,7 @@ import numpy as np
 
 from iclr26_core.report import pyplot, save_figure
 
-from .sweep import POLICIES
+from .grids import POLICIES
 
 
 def _grid(df: Any, x: str, y: str, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -36,7 +36,9 @@ def policy_map(df: Any, x: str, y: str, path: str | Path, title: str = "") -> st
     return save_figure(fig, path)
 
 
-def value_map(df: Any, x: str, y: str, column: str, path: str | Path, title: str = "", label: str = "") -> str:
+def value_map(
+    df: Any, x: str, y: str, column: str, path: str | Path, title: str = "", label: str = ""
+) -> str:
     """A continuous heat-map of ``column`` over the (x, y) grid."""
     plt = pyplot()
     xs, ys, z = _grid(df, x, y, column)

@@ -24,8 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .best_response import TIE_TOL, _check_tie_break, best_response, s_high, s_low, s_zero
 from .closed_form import Params, xi
+from .user_response import TIE_TOL, _check_tie_break, best_response, s_high, s_low, s_zero
 
 GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 REGIMES = ("value-dominated", "latency-dominated", "xi1<0<xi2", "xi1>0>xi2", "boundary")
@@ -96,23 +96,23 @@ def candidates(g: Params, tie_break: str = "provider", grid: int = 65, iters: in
         ss.append(np.minimum(1.0, fill(s0) + 1e-9 * (s0 > 0)))
     ss.append(_grid_golden(g, zero, one, grid, iters, tie_break))
     piece = ~np.isnan(sh)
-    ss.append(_grid_golden(g, np.where(piece, fill(sl), 0.0), np.where(piece, sh, 1.0), grid, iters, tie_break))
+    ss.append(
+        _grid_golden(g, np.where(piece, fill(sl), 0.0), np.where(piece, sh, 1.0), grid, iters, tie_break)
+    )
     s = np.stack(ss, -1)
     i = np.ones(s.shape, dtype=int)
     i[..., 0] = 2
     return i, s
 
 
-def provider_optimum(
-    g: Params, tie_break: str = "provider", grid: int = 65, iters: int = 60
-) -> Equilibria:
+def provider_optimum(g: Params, tie_break: str = "provider", grid: int = 65, iters: int = 60) -> Equilibria:
     """The provider's exact optimum for every game in ``g`` (see the module docstring)."""
     _check_tie_break(tie_break)
     i, s = candidates(g, tie_break, grid, iters)
     q, out = best_response(g.expand(), i, s, tie_break)
     J = out.provider_cost
     j_min = J.min(-1, keepdims=True)
-    tied = J <= j_min + TIE_TOL * (1.0 + np.abs(j_min))
+    tied = j_min + TIE_TOL * (1.0 + np.abs(j_min)) >= J
     primary = np.where(tied, 10 * (s > 0) * (i == 1) + i, 99)
     sel = primary == primary.min(-1, keepdims=True)
     k = np.where(sel, np.where(i == 2, 0.0, s), np.inf).argmin(-1)

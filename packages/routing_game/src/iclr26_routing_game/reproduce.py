@@ -20,10 +20,10 @@ from iclr26_core.fs import atomic_write_text
 from iclr26_core.report import Results
 
 from .claims import claim_c1, claim_c2, claim_c3, claim_c4, claim_v1
+from .grids import solve_grid, sweep
 from .plots import policy_map, value_map
 from .sampling import LAW
-from .sweep import solve_grid, sweep
-from .throttling import throttling
+from .throttle import throttling
 
 AXIS_RANGE = {
     "p1": LAW["p"],
@@ -118,7 +118,9 @@ def estimate_section(cfg: Any, ctx: Any) -> dict[str, Any]:
         )
     res["lm"] = {k: v for k, v in est.items() if k != "game"}
     d = cfg.estimate.digits
-    tasks, solvers = digits_solvers(int(cfg.seed), n_test=int(d.n_test))
+    tasks, solvers = digits_solvers(
+        int(cfg.seed), n_test=int(d.n_test), ensemble=int(d.ensemble), hidden=int(d.hidden)
+    )
     est = estimate_params(
         solvers,
         tasks,

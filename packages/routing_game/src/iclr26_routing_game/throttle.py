@@ -18,9 +18,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .best_response import TIE_TOL
 from .closed_form import Params, xi
 from .provider import provider_optimum
+from .user_response import TIE_TOL
 
 EPS = 1e-6
 SUBSETS = ("none", "M1", "M2", "both")
@@ -73,7 +73,7 @@ def throttling(g: Params, tie_break: str = "provider", eps: float = EPS) -> Thro
     J = np.stack([e.provider_cost for e in sols], -1)
     U = np.stack([e.user_utility for e in sols], -1)
     j_min = J.min(-1, keepdims=True)
-    tied = J <= j_min + TIE_TOL * (1.0 + np.abs(j_min))
+    tied = j_min + TIE_TOL * (1.0 + np.abs(j_min)) >= J
     k = np.where(tied, U, -np.inf).argmax(-1)  # user-favoured ties; argmax keeps the first (fewest throttles)
     pick = lambda a: np.take_along_axis(a, k[..., None], -1)[..., 0]  # noqa: E731
     t1 = np.stack([throttled(g, m1, m2, eps).t1 for m1, m2 in _MASKS], -1)

@@ -11,7 +11,7 @@ from iclr26_core.errors import UserError
 
 from .closed_form import FIELDS, Params
 from .provider import provider_optimum, regime
-from .throttling import SUBSETS, throttling
+from .throttle import SUBSETS, throttling
 
 POLICIES = ("M1", "M2", "cascade", "M1, s>0, user leaves")
 

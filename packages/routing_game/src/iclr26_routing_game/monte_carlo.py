@@ -52,9 +52,10 @@ def simulate(game: RoutingGame, i: int, s: float, q: float, n: int = 100_000, se
     S = success.astype(float)
     U = game.V * S - latency
     J = cost + game.P * (1.0 - S)
-    se = {k: float(v.std(ddof=1) / math.sqrt(n)) for k, v in dict(
-        success=S, latency=latency, cost=cost, user_utility=U, provider_cost=J
-    ).items()}
+    se = {
+        k: float(v.std(ddof=1) / math.sqrt(n))
+        for k, v in dict(success=S, latency=latency, cost=cost, user_utility=U, provider_cost=J).items()
+    }
     return Outcome(
         success=float(S.mean()),
         latency=float(latency.mean()),

@@ -15,7 +15,7 @@ provider, weak Stackelberg). Both are inferred conventions (the paper's statemen
 Thresholds (regimes by the signs of ξ_i = V p_i − t_i):
 * ξ1 < 0 < ξ2: the user stays iff s > s0 = −ξ1 / (ξ2/p2 − ξ1)  (`s_zero`).
 * ξ1 > 0 > ξ2: q* = 0 for s ≤ s_L, interior for s_L < s < s_H, q* = 1 for s ≥ s_H = ξ1 / (ξ1 − ξ2)
-  (`s_high`: from N(0) = b (s ξ2 + (1 − s) ξ1) ≤ 0); s_L by bisection on q*(s) = 0 (`s_low`).
+  (`s_high`: from N(0) = b (s ξ2 + (1 − s) ξ1) ≤ 0); s_L from N(1) = 0, a quadratic in s (`s_low`).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def best_response(g: Params, i: object, s: object, tie_break: str = "provider") 
     out = outcomes(g.expand(), i[..., None], s[..., None], q)
     U = np.where(valid, out.user_utility, -np.inf)
     u_max = U.max(-1, keepdims=True)
-    tied = U >= u_max - TIE_TOL * (1.0 + np.abs(u_max))
+    tied = u_max - TIE_TOL * (1.0 + np.abs(u_max)) <= U
     if tie_break == "provider":
         k = np.where(tied, out.provider_cost, np.inf).argmin(-1)
     else:
@@ -117,11 +117,24 @@ def switch_point(
 
 
 def s_low(g: Params, tie_break: str = "provider") -> np.ndarray:
-    """s_L = sup{s : q*(1, s) = 0} where ξ1 > 0 > ξ2 (bisection on [0, s_H]), else NaN."""
-    sh = s_high(g)
-    ok = ~np.isnan(sh)
-    res = np.full(g.shape, np.nan)
-    if ok.any():
-        sub = g.take(ok)
-        res[ok] = switch_point(sub, np.zeros(sub.shape), sh[ok], lambda q: q > 0, tie_break)
-    return res
+    """s_L where ξ1 > 0 > ξ2 (else NaN): the s at which dU1/dx at x = 1 changes sign, in closed form.
+
+    With u = 1 − s, N(1)/(1 − p1) = a b ξ2 u² + (ξ1 (1 − a)² − ξ2 (1 + a b)) u + ξ2 (a = 1 − p2, b = 1 − p1):
+    negative at u = 0, equal to ξ1 p2² > 0 at u = 1 and concave, so it has exactly one root in (0, 1).
+    (``tie_break`` is accepted for symmetry; the threshold does not depend on it.) The tests check it
+    against a bisection on the exact best response.
+    """
+    del tie_break
+    x1, x2 = xi(g)
+    ok = (x1 > 0) & (x2 < 0)
+    a, b = 1.0 - g.p2, 1.0 - g.p1
+    A = a * b * x2
+    B = x1 * (1.0 - a) ** 2 - x2 * (1.0 + a * b)
+    C = x2
+    with np.errstate(all="ignore"):
+        disc = np.sqrt(np.maximum(B * B - 4.0 * A * C, 0.0))
+        qq = -0.5 * (B + np.copysign(disc, B))
+        roots = np.stack([np.where(A != 0, qq / A, np.nan), C / qq], -1)
+        u = np.where((roots > 0) & (roots < 1), roots, np.nan)
+        u = np.where(A != 0, np.nanmax(np.where(np.isnan(u), -np.inf, u), -1), -C / B)
+    return np.where(ok, np.minimum(1.0 - u, s_high(g)), np.nan)
