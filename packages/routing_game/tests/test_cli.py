@@ -8,11 +8,12 @@ import pytest
 
 from iclr26_core.models import tiny_model
 from iclr26_core.testing import (
+    assert_help_is_fast,
     assert_one_line_error,
     assert_refuses_nonempty_out,
-    imports_torch,
-    reproduce_smoke,
+    check_smoke_report,
     run_cli,
+    smoke_run_fixture,
 )
 from iclr26_core.tokenizers import train_bpe
 from iclr26_routing_game.cli import main
@@ -21,33 +22,17 @@ EXAMPLE = ["--p1", "0.3", "--p2", "0.8", "--t1", "2", "--t2", "2.5", "--c1", "1"
 
 
 def test_help_does_not_import_torch():
-    assert imports_torch("from iclr26_routing_game.cli import main; main(['--help'])") is False
-    assert imports_torch("from iclr26_routing_game.cli import main; main(['estimate', '--help'])") is False
+    assert_help_is_fast("iclr26_routing_game", ["estimate", "--help"], ["solve", "--help"])
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("smoke") / "run"
-    return out, reproduce_smoke(main, out)
+smoke_run = smoke_run_fixture(main)  # reproduce scale=smoke, once per module
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
-    names = {p.name for p in out.iterdir()}
-    assert {
-        "config.yaml",
-        "metrics.json",
-        "report.md",
-        "policy_map.png",
-        "misalignment.png",
-        "throttling.png",
-        "draws.csv",
-        "bench.md",
-    } <= names
-    m = json.loads((out / "metrics.json").read_text())
-    assert m["paper"] == "routing_game" and m["scale"] == "smoke"
+    files = ["policy_map.png", "misalignment.png", "throttling.png", "draws.csv", "bench.md"]
+    m = check_smoke_report(out, res, "routing_game", claims=["C1", "C2", "C3", "C4", "V1"], files=files)
     claims = {c["id"]: c for c in m["claims"]}
-    assert sorted(claims) == ["C1", "C2", "C3", "C4", "V1"]
     # recompute every verdict from the raw numbers with the spec's rules
     c1 = m["c1"]
     assert claims["C1"]["holds"] == (

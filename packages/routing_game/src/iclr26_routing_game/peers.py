@@ -243,8 +243,10 @@ def bench(cfg: Any, ctx: Any, digits: Any) -> dict[str, Any]:
         except Exception as exc:  # a peer's failure is a line, never our failure
             res["routellm"] = {"error": f"{type(exc).__name__}: {exc}"}
             parts.append(f"routellm failed: {type(exc).__name__}")
+    if missing and hasattr(ctx, "peers_missing"):
+        ctx.peers_missing(missing)  # the core's one line, also in report.md and metrics.json
     if missing:
-        parts.append(f"peers not installed: {', '.join(missing)} (pip install iclr26-routing-game[peers])")
+        parts.append(f"not installed: {', '.join(missing)}")
     res["exact_le_grid"] = exact_le_grid
     res["summary"] = "bench: " + "; ".join(parts)
     lines = ["# Peers bench", "", res["summary"], "", *_table(rows), ""]
