@@ -26,6 +26,7 @@ class Fitness(ABC):
     """Scores system prompts; ``evaluations`` counts every question-evaluation made through it."""
 
     task_names: list[str]
+    default_split: str = "train"
 
     def __init__(self) -> None:
         self.evaluations = 0
@@ -40,12 +41,13 @@ class Fitness(ABC):
     @abstractmethod
     def _questions(self, split: str) -> int: ...
 
-    def cost(self, n_prompts: int, split: str = "train") -> int:
+    def cost(self, n_prompts: int, split: str | None = None) -> int:
         """Question-evaluations that scoring ``n_prompts`` prompts on ``split`` costs."""
-        return int(n_prompts) * self._questions(split)
+        return int(n_prompts) * self._questions(split or self.default_split)
 
-    def per_task(self, prompts: Sequence[SystemPrompt], split: str = "train") -> np.ndarray:
+    def per_task(self, prompts: Sequence[SystemPrompt], split: str | None = None) -> np.ndarray:
         """Accuracy per prompt and task, [P, T]; counts the question-evaluations."""
+        split = split or self.default_split
         if split not in SPLITS:
             raise UserError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
         prompts = [p if isinstance(p, SystemPrompt) else SystemPrompt(p) for p in prompts]
@@ -55,6 +57,6 @@ class Fitness(ABC):
         self.evaluations += self.cost(len(prompts), split)
         return scores
 
-    def __call__(self, prompts: Sequence[SystemPrompt], split: str = "train") -> np.ndarray:
+    def __call__(self, prompts: Sequence[SystemPrompt], split: str | None = None) -> np.ndarray:
         """Mean accuracy over task types per prompt, [P]."""
         return self.per_task(prompts, split).mean(axis=1)
