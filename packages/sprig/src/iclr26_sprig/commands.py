@@ -12,6 +12,14 @@ from typing import Any
 from iclr26_core.errors import UserError
 
 
+def quiet_transformers() -> None:
+    """No weight-loading progress bars or info chatter from transformers (one line per event is ours)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
 def _load(args: argparse.Namespace, n_questions: int, seed: int = 0, split: str = "train"):
     from iclr26_core.cli import pick_device
     from iclr26_core.models import load_causal_lm, load_tokenizer
@@ -21,6 +29,7 @@ def _load(args: argparse.Namespace, n_questions: int, seed: int = 0, split: str 
 
     tasks = load_tasks(args.tasks)
     device = pick_device(args.device)
+    quiet_transformers()
     model = load_causal_lm(args.model).to(device).eval()
     tok = load_tokenizer(args.model)
     template = False if args.chat_template == "none" else None

@@ -173,9 +173,11 @@ def fitness_for(model: Any, tok: Any, tasks: list[MCTask], n_questions: int, see
 def run_c6(cfg: Any, seed: int, tick, progress: bool = True) -> dict[str, Any]:
     """Train the planted model, check the planted effect was learned, run ``sprig`` per search seed and score the
     chosen prompts on the held-out keys against the empty prompt."""
+    from .commands import quiet_transformers
     from .components import SystemPrompt
     from .search import sprig
 
+    quiet_transformers()
     c = cfg.lm
     world, tok = PlantedWorld.make(seed), tokenizer()
     model, trained = train_model(
@@ -228,7 +230,10 @@ def run_c6_user(cfg: Any, device: str, tick) -> dict[str, Any]:
     from .search import sprig
     from .tasks import load_tasks
 
+    from .commands import quiet_transformers
+
     c = cfg.lm
+    quiet_transformers()
     if not c.tasks:
         raise UserError("lm.model is set: give the task file too (lm.tasks=FILE.jsonl)")
     tasks = load_tasks(str(c.tasks))
