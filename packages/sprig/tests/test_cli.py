@@ -32,7 +32,9 @@ def smoke_run(tmp_path_factory):
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
-    assert {"config.yaml", "metrics.json", "report.md", "curves.png", "best_prompts.md"} <= {p.name for p in out.iterdir()}
+    assert {"config.yaml", "metrics.json", "report.md", "curves.png", "best_prompts.md"} <= {
+        p.name for p in out.iterdir()
+    }
     m = json.loads((out / "metrics.json").read_text())
     assert m["paper"] == "sprig" and m["scale"] == "smoke"
     claims = {c["id"]: c for c in m["claims"]}
@@ -59,23 +61,48 @@ def user_files(tmp_path_factory):
         for i in range(15)
     ]
     (d / "tasks.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    (d / "pool.csv").write_text("text,category\nBe careful.,good_property\nThink step by step.,CoT\nStay calm.,emotion\n")
+    (d / "pool.csv").write_text(
+        "text,category\nBe careful.,good_property\nThink step by step.,CoT\nStay calm.,emotion\n"
+    )
     (d / "prompt.txt").write_text("Be careful.\n")
     return d
 
 
 def test_optimize_and_evaluate_on_a_saved_model(user_files, tmp_path):
     d, out = user_files, tmp_path / "opt"
-    args = ["optimize", "--model", str(d / "tiny"), "--tasks", str(d / "tasks.jsonl"), "--components",
-            str(d / "pool.csv"), "--budget", "2000", "--n-questions", "5", "--out", str(out)]
+    args = [
+        "optimize",
+        "--model",
+        str(d / "tiny"),
+        "--tasks",
+        str(d / "tasks.jsonl"),
+        "--components",
+        str(d / "pool.csv"),
+        "--budget",
+        "2000",
+        "--n-questions",
+        "5",
+        "--out",
+        str(out),
+    ]
     res = run_cli(main, args)
     assert res.code == 0, res.output
     m = json.loads((out / "metrics.json").read_text())
     assert m["evaluations"] <= 2000 and set(m["test_accuracy"]["empty"]) == {"colour", "shade"}
     assert (out / "best_prompt.txt").read_text().strip() == m["best_prompt"]
     assert (out / "history.csv").read_text().startswith("step,prompt,score,evaluations")
-    res = run_cli(main, ["evaluate", "--model", str(d / "tiny"), "--tasks", str(d / "tasks.jsonl"),
-                         "--system-prompt", str(d / "prompt.txt")])
+    res = run_cli(
+        main,
+        [
+            "evaluate",
+            "--model",
+            str(d / "tiny"),
+            "--tasks",
+            str(d / "tasks.jsonl"),
+            "--system-prompt",
+            str(d / "prompt.txt"),
+        ],
+    )
     assert res.code == 0, res.output
     ev = json.loads(res.stdout)
     assert ev["split"] == "test" and 0 <= ev["mean"]["with_prompt"] <= 1 and ev["questions"] == 12
@@ -87,7 +114,10 @@ def test_optimize_and_evaluate_on_a_saved_model(user_files, tmp_path):
         (("pool.csv", "text,category\n"), "is empty"),
         (("pool.csv", "text,category\nBe nice.,poetry\n"), "unknown category"),
         (("tasks.jsonl", '{"task": "a", "question": "q", "answer": 0}\n'), "missing 'options'"),
-        (("tasks.jsonl", '{"task": "a", "question": "q", "options": ["x", "y"], "answer": 5}\n'), "out of range"),
+        (
+            ("tasks.jsonl", '{"task": "a", "question": "q", "options": ["x", "y"], "answer": 5}\n'),
+            "out of range",
+        ),
         (("budget", "30"), "smaller than one iteration"),
         (("model", "/nonexistent/model"), "does not exist"),
     ],
@@ -103,8 +133,24 @@ def test_bad_input_one_line_nothing_written(user_files, tmp_path, change, messag
     else:
         model = change[1]
     out = tmp_path / "out"
-    res = run_cli(main, ["optimize", "--model", model, "--tasks", str(files["tasks.jsonl"]), "--components",
-                         str(files["pool.csv"]), "--budget", budget, "--n-questions", "5", "--out", str(out)])
+    res = run_cli(
+        main,
+        [
+            "optimize",
+            "--model",
+            model,
+            "--tasks",
+            str(files["tasks.jsonl"]),
+            "--components",
+            str(files["pool.csv"]),
+            "--budget",
+            budget,
+            "--n-questions",
+            "5",
+            "--out",
+            str(out),
+        ],
+    )
     assert_one_line_error(res, message)
     assert not out.exists()
 

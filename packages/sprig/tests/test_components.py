@@ -49,7 +49,10 @@ def _write(tmp_path, rows):
 def test_task_file_splits(tmp_path):
     rows = [{"task": "a", "question": f"q{i}", "options": ["x", "y"], "answer": i % 2} for i in range(30)]
     rows += [{"task": "b", "question": "q", "options": ["x", "y", "z"], "answer": 2, "split": "test"}]
-    rows += [{"task": "b", "question": f"r{i}", "options": ["x", "y", "z"], "answer": 0, "split": "train"} for i in range(12)]
+    rows += [
+        {"task": "b", "question": f"r{i}", "options": ["x", "y", "z"], "answer": 0, "split": "train"}
+        for i in range(12)
+    ]
     a, b = load_tasks(_write(tmp_path, rows))
     assert (len(a.splits["train"]) + len(a.splits["dev"]), len(a.splits["test"])) == (18, 12)
     assert len(a.splits["dev"]) == 3 and not set(a.splits["dev"]) & set(a.splits["train"])

@@ -21,7 +21,7 @@ def test_add_del_swap_children_match_brute_force():
     children = enumerate_edits(prompt, top)
     ids = [c.ids for c, _ in children]
     m = len(prompt)
-    add = {tuple(list("xyz")[:p] + [a] + list("xyz")[p:]) for a in "abcde" for p in range(m + 1)}
+    add = {(*"xyz"[:p], a, *"xyz"[p:]) for a in "abcde" for p in range(m + 1)}
     dele = {tuple(x for k, x in enumerate("xyz") if k != i) for i in range(m)}
     swap = set()
     for i, j in itertools.combinations(range(m), 2):

@@ -24,7 +24,9 @@ def tasks():
     out = []
     for name in ("sum", "abc"):
         qs = [
-            MCQuestion(f"{name} {i} {int(rng.integers(9))}?", ("one", "two", "three", "four"), int(rng.integers(4)))
+            MCQuestion(
+                f"{name} {i} {int(rng.integers(9))}?", ("one", "two", "three", "four"), int(rng.integers(4))
+            )
             for i in range(12)
         ]
         out.append(MCTask(name, qs))
@@ -57,7 +59,9 @@ def test_chat_template_and_plain_fallback(bpe):
     q = tasks()[0].questions[0]
     plain = lm_fitness(model, bpe, tasks())
     assert plain.format_prompt("Be nice.", q).startswith("Be nice.\n\nsum 0")
-    assert plain.format_prompt("", q).startswith("sum 0") and plain.format_prompt("", q).endswith("\nD. four\nAnswer:")
+    assert plain.format_prompt("", q).startswith("sum 0") and plain.format_prompt("", q).endswith(
+        "\nD. four\nAnswer:"
+    )
     tok = train_bpe(300)
     tok.chat_template = CHAT
     chat = lm_fitness(model, tok, tasks())
@@ -98,7 +102,9 @@ def test_loglik_matches_core_mc_scorer(bpe):
 def test_one_pass_shortcut_equals_per_option_scores():
     tok = char_tokenizer("abcdefghijklmnopqrstuvwxyzABCD .?:\n0123456789")
     model = tiny_model("gpt2", vocab_size=len(tok), seed=1)
-    fit = lm_fitness(model, tok, tasks(), show_options=True, option_prefix="", chat_template="{system}|{question}|")
+    fit = lm_fitness(
+        model, tok, tasks(), show_options=True, option_prefix="", chat_template="{system}|{question}|"
+    )
     q = fit.tasks[1].questions[2]
     prompt = fit.format_prompt("be calm.", q)
     p_ids, conts = fit.option_tokens(prompt, q)

@@ -57,7 +57,9 @@ def test_empty_prompt_and_task_phrases():
     ph = o.task_phrases()[name][:2]
     z = o.b[1] + math.tanh(o.phrase_effects[1, 0] + o.phrase_effects[1, 1] - 0.08)
     acc = o.expected_accuracy((), {name: ph})
-    assert math.isclose(acc[1], 0.25 + 0.75 * sig(z)) and np.allclose(np.delete(acc, 1), np.delete(o.expected_accuracy(), 1))
+    assert math.isclose(acc[1], 0.25 + 0.75 * sig(z)) and np.allclose(
+        np.delete(acc, 1), np.delete(o.expected_accuracy(), 1)
+    )
 
 
 def test_transfer():

@@ -46,12 +46,16 @@ def test_search_finds_better_prompts_than_empty_and_random(oracle):
     fit = oracle.fitness(n_questions=50, seed=1)
     r = sprig(fit, oracle.components, beam_size=5, top_ucb=20, n_iters=5, seed=0)
     assert oracle.true_mean(r.best) > oracle.true_mean() + 0.03
-    rs = random_search(oracle.fitness(n_questions=50, seed=2), oracle.components, budget=r.evaluations, seed=0)
+    rs = random_search(
+        oracle.fitness(n_questions=50, seed=2), oracle.components, budget=r.evaluations, seed=0
+    )
     assert rs.evaluations <= r.evaluations and len(rs.best) >= 1
 
 
 def test_paraphraser_switches_sub_on(oracle):
-    r = sprig(oracle.fitness(), oracle.components, beam_size=3, top_ucb=4, n_iters=3, paraphraser=oracle.paraphraser)
+    r = sprig(
+        oracle.fitness(), oracle.components, beam_size=3, top_ucb=4, n_iters=3, paraphraser=oracle.paraphraser
+    )
     assert r.config["paraphraser"] is not None
     off = sprig(oracle.fitness(), oracle.components, beam_size=3, top_ucb=4, n_iters=3)
     assert off.config["paraphraser"] is None

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from iclr26_sprig import SystemPrompt
-from iclr26_sprig import tierb
+from iclr26_sprig import SystemPrompt, tierb
 
 
 def test_label_rule_and_splits():
@@ -34,5 +33,10 @@ def test_phrases_are_single_tokens_and_training_text_matches_the_scored_prompt()
     system = prompt_part.split("\n")[0][3:]
     assert fit.format_prompt("", q) == f"S: \nQ: {q.question}\nA: "
     assert prompt_part.startswith(f"S: {system}\nQ: ") and letter in "ABCD"
-    assert fit.option_tokens(fit.format_prompt(system, q), q)[1] == [[tok.convert_tokens_to_ids(x)] for x in "ABCD"]
-    assert len(tierb.components()) == 24 and SystemPrompt(tierb.components()[:2]).render() == "Be precise. Think first."
+    assert fit.option_tokens(fit.format_prompt(system, q), q)[1] == [
+        [tok.convert_tokens_to_ids(x)] for x in "ABCD"
+    ]
+    assert (
+        len(tierb.components()) == 24
+        and SystemPrompt(tierb.components()[:2]).render() == "Be precise. Think first."
+    )

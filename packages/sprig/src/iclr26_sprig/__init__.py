@@ -37,7 +37,25 @@ _EXPORTS: dict[str, str] = {
     "lm_fitness": "lm",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [  # noqa: RUF022 - grouped as in the spec
+    "__version__",
+    "CATEGORIES",
+    "Component",
+    "SystemPrompt",
+    "load_components",
+    "Fitness",
+    "OracleLLM",
+    "SearchResult",
+    "sprig",
+    "random_search",
+    "sprig_ga",
+    "optimize_task_prompts",
+    "MCTask",
+    "MCQuestion",
+    "load_tasks",
+    "lm_fitness",
+]
+assert set(__all__) == {"__version__", *_EXPORTS}
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .components import CATEGORIES, Component, SystemPrompt, load_components

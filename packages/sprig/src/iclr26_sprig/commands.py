@@ -57,13 +57,21 @@ def optimize(args: argparse.Namespace) -> int:
     _, make = _load(args, args.n_questions, args.seed)
     fit = make()
     if args.algorithm == "beam":
-        result = sprig(fit, pool, beam_size=args.beam_size, top_ucb=args.top_ucb, n_iters=args.n_iters,
-                       budget=args.budget, seed=args.seed)
+        result = sprig(
+            fit,
+            pool,
+            beam_size=args.beam_size,
+            top_ucb=args.top_ucb,
+            n_iters=args.n_iters,
+            budget=args.budget,
+            seed=args.seed,
+        )
     else:
         from .ga import sprig_ga
 
-        result = sprig_ga(fit, pool, generations=args.n_iters, budget=args.budget, n_real=args.beam_size,
-                          seed=args.seed)
+        result = sprig_ga(
+            fit, pool, generations=args.n_iters, budget=args.budget, n_real=args.beam_size, seed=args.seed
+        )
     test = make()
     empty, best = _per_task(test, [SystemPrompt(), result.best], "test")
     buf = io.StringIO()
@@ -79,7 +87,10 @@ def optimize(args: argparse.Namespace) -> int:
         "dev_score": result.best_score,
         "evaluations": result.evaluations,
         "test_accuracy": {"with_prompt": best, "empty": empty},
-        "test_mean": {"with_prompt": sum(best.values()) / len(best), "empty": sum(empty.values()) / len(empty)},
+        "test_mean": {
+            "with_prompt": sum(best.values()) / len(best),
+            "empty": sum(empty.values()) / len(empty),
+        },
         "config": {k: v for k, v in result.config.items() if k != "credits"},
     }
     with staged_dir(out) as tmp:

@@ -68,11 +68,15 @@ def _read_rows(text: str, origin: str) -> list[dict[str, str]]:
     reader = csv.DictReader(io.StringIO(text))
     fields = [f.strip() for f in reader.fieldnames or []]
     if "text" not in fields or "category" not in fields:
-        raise UserError(f"component file {origin}: needs the columns text,category (found {','.join(fields)})")
+        raise UserError(
+            f"component file {origin}: needs the columns text,category (found {','.join(fields)})"
+        )
     return [{k.strip(): (v or "").strip() for k, v in row.items() if k} for row in reader]
 
 
-def load_components(path: str | Path | None = None, categories: Sequence[str] | None = None) -> list[Component]:
+def load_components(
+    path: str | Path | None = None, categories: Sequence[str] | None = None
+) -> list[Component]:
     """The component pool: the package's own (``path=None``) or a user CSV with columns ``text,category``.
 
     ``categories`` (default: the paper's nine) are the allowed category names; an unknown one, an empty text,

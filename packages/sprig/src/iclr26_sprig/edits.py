@@ -43,7 +43,8 @@ def add_children(prompt: SystemPrompt, top: Sequence[Component]) -> list[tuple[S
 
 def del_children(prompt: SystemPrompt) -> list[tuple[SystemPrompt, Edit]]:
     return [
-        (SystemPrompt((*prompt[:i], *prompt[i + 1 :])), Edit("DEL", prompt[i].identity)) for i in range(len(prompt))
+        (SystemPrompt((*prompt[:i], *prompt[i + 1 :])), Edit("DEL", prompt[i].identity))
+        for i in range(len(prompt))
     ]
 
 

@@ -129,7 +129,12 @@ def sprig_ga(
         if refit:
             reward.fit(list(real), list(real.values()))
         best = max(real, key=real.get)
-        entry = {"generation": gen, "evaluations": fitness.evaluations - start, "best_score": real[best], "best_prompt": best}
+        entry = {
+            "generation": gen,
+            "evaluations": fitness.evaluations - start,
+            "best_score": real[best],
+            "best_prompt": best,
+        }
         history.append(entry)
         if callback is not None:
             callback(entry)
@@ -147,7 +152,9 @@ def sprig_ga(
             "generations": generations,
             "proxy": proxy,
             "proposer": None if proposer is None else getattr(proposer, "__qualname__", repr(proposer)),
-            "paraphraser": None if paraphraser is None else getattr(paraphraser, "__qualname__", repr(paraphraser)),
+            "paraphraser": None
+            if paraphraser is None
+            else getattr(paraphraser, "__qualname__", repr(paraphraser)),
             "n_real": n_real,
             "budget": budget,
             "seed": seed,

@@ -176,7 +176,9 @@ class LMFitness(Fitness):
                     best[k], preds[k] = sc, j
         return preds
 
-    def _forward_one_pass(self, seqs: list[list[int]], rows: list[list[tuple[int, int]]]) -> list[list[float]]:
+    def _forward_one_pass(
+        self, seqs: list[list[int]], rows: list[list[tuple[int, int]]]
+    ) -> list[list[float]]:
         """For each prompt: log p of each option's single token at the last position (one forward pass)."""
         import torch
 

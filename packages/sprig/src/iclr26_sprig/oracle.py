@@ -97,7 +97,9 @@ class OracleLLM:
             for j in range(N_PARAPHRASES):
                 self._by_text[self._paraphrase_text(c, j)] = (c, float(self.paraphrase_mult[c, j]))
         self._phrase = {
-            f"[{name}] hint {j:02d}": (t, j) for t, name in enumerate(self.task_names) for j in range(N_PHRASES)
+            f"[{name}] hint {j:02d}": (t, j)
+            for t, name in enumerate(self.task_names)
+            for j in range(N_PHRASES)
         }
 
     def _paraphrase_text(self, c: int, j: int) -> str:
@@ -164,7 +166,9 @@ class OracleLLM:
         return 0.25 + 0.75 / (1 + np.exp(-z))
 
     def expected_accuracy(
-        self, prompt: SystemPrompt | Sequence[Component] = (), task_prompts: Mapping[str, Sequence[str]] | None = None
+        self,
+        prompt: SystemPrompt | Sequence[Component] = (),
+        task_prompts: Mapping[str, Sequence[str]] | None = None,
     ) -> np.ndarray:
         """Exact accuracy of one system prompt on every task, [T]."""
         return self.accuracy([SystemPrompt(prompt)], task_prompts)[0]
@@ -192,9 +196,9 @@ class OracleLLM:
         """A noisy `Fitness`: Binomial(n_questions, p_t) per task on train, n_dev on dev, exact p_t on test."""
         return OracleFitness(self, n_questions, n_dev, seed)
 
-    def task_fitness(self, system_prompt: SystemPrompt = SystemPrompt(), seed: int = 0) -> TaskFitness:
+    def task_fitness(self, system_prompt: SystemPrompt | None = None, seed: int = 0) -> TaskFitness:
         """Per-task fitness of task prompts under a fixed system prompt (for ``optimize_task_prompts``)."""
-        return TaskFitness(self, system_prompt, seed)
+        return TaskFitness(self, SystemPrompt(system_prompt or ()), seed)
 
 
 class OracleFitness(Fitness):

@@ -7,7 +7,7 @@ evaluates prompts through our noisy train fitness until the budget is spent and 
 * ``deap`` — a generational GA written with DEAP's toolbox: tournament selection (3), two-point crossover
   (p 0.7), uniform integer mutation (p 0.2, 0.1 per slot).
 * ``pygad`` — ``pygad.GA`` with integer gene space, steady-state selection, single-point crossover.
-* ``nevergrad`` — ``DiscreteOnePlusOne`` on 10 categorical slots (ask/tell).
+* ``nevergrad`` — ``DiscreteOnePlusOne`` on an integer array of 10 slots (ask/tell).
 * ``promptolution`` — its ``EvoPromptGA`` loop (roulette-wheel parent selection, elitist survival) with an offline
   component-level meta-LLM in place of the LLM: it reads the two parent prompts from EvoPrompt's meta-prompt,
   takes the shuffled union of their components truncated to a random length and mutates it (add or delete one
@@ -136,7 +136,7 @@ def run_nevergrad(sc: _Scorer, rng: np.random.Generator, population: int) -> Sys
     import nevergrad as ng
 
     m = len(sc.pool)
-    param = ng.p.Tuple(*[ng.p.Choice(list(range(m + 1))) for _ in range(SLOTS)])
+    param = ng.p.Array(shape=(SLOTS,), lower=0, upper=m + 0.999).set_integer_casting()
     param.random_state = np.random.RandomState(int(rng.integers(2**31)))
     opt = ng.optimizers.DiscreteOnePlusOne(parametrization=param, budget=int(sc.left))
     while sc.left >= population:
@@ -154,7 +154,6 @@ def _ids_text(p: SystemPrompt) -> str:
 def run_promptolution(sc: _Scorer, rng: np.random.Generator, population: int) -> SystemPrompt:
     from promptolution.llms.base_llm import BaseLLM
     from promptolution.optimizers import EvoPromptGA
-    from promptolution.utils.prompt import Prompt
 
     pool, by_id = sc.pool, {c.id: c for c in sc.pool}
     np.random.seed(int(rng.integers(2**31)))  # EvoPromptGA draws parents from numpy's global generator
@@ -202,7 +201,11 @@ def run_promptolution(sc: _Scorer, rng: np.random.Generator, population: int) ->
         k = int(rng.integers(1, SLOTS + 1))
         init.append(_ids_text(SystemPrompt(pool[i] for i in rng.choice(len(pool), k, replace=False))))
     opt = EvoPromptGA(
-        predictor=Predictor(), task=FitnessTask(), meta_llm=PoolMetaLLM(), initial_prompts=init, selection_mode="wheel"
+        predictor=Predictor(),
+        task=FitnessTask(),
+        meta_llm=PoolMetaLLM(),
+        initial_prompts=init,
+        selection_mode="wheel",
     )
     opt.optimize(n_steps=max(0, sc.left // population - 1))
     return sc.best
@@ -230,21 +233,34 @@ def bench(
     rows = []
     for k, name in enumerate(PEERS):
         if not installed(name):
-            rows.append({"peer": name, "accuracy": None, "evaluations": 0, "seconds": 0.0,
-                         "note": "not installed (pip install iclr26-sprig[peers])", "curve": []})
+            rows.append(
+                {
+                    "peer": name,
+                    "accuracy": None,
+                    "evaluations": 0,
+                    "seconds": 0.0,
+                    "note": "not installed (pip install iclr26-sprig[peers])",
+                    "curve": [],
+                }
+            )
             continue
         sc = _Scorer(make_fitness(k), pool, budget)
         t0 = time.perf_counter()
         best = RUNNERS[name](sc, np.random.default_rng([seed, k]), population)
-        rows.append({
-            "peer": name,
-            "accuracy": truth(best),
-            "length": len(best),
-            "evaluations": sc.fitness.evaluations - sc.start,
-            "seconds": round(time.perf_counter() - t0, 2),
-            "note": "",
-            "curve": [[h["evaluations"], truth(h["best_prompt"])] for h in sc.history[:: max(1, len(sc.history) // 60)]],
-        })
+        rows.append(
+            {
+                "peer": name,
+                "accuracy": truth(best),
+                "length": len(best),
+                "evaluations": sc.fitness.evaluations - sc.start,
+                "seconds": round(time.perf_counter() - t0, 2),
+                "note": "",
+                "curve": [
+                    [h["evaluations"], truth(h["best_prompt"])]
+                    for h in sc.history[:: max(1, len(sc.history) // 60)]
+                ],
+            }
+        )
         if tick is not None:
             tick(f"peer {name}")
     return rows

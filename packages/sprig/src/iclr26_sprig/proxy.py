@@ -95,7 +95,9 @@ class HFProxy:
         self.rng, self.lr, self.batch_size, self.seed = np.random.default_rng(seed), lr, batch_size, seed
 
     def _score(self, texts: list[str]):
-        enc = self.tokenizer(texts or [""], return_tensors="pt", padding=True, truncation=True, max_length=512)
+        enc = self.tokenizer(
+            texts or [""], return_tensors="pt", padding=True, truncation=True, max_length=512
+        )
         return self.model(**enc).logits[:, 0]
 
     def fit(self, prompts: Sequence[SystemPrompt], scores: Sequence[float]) -> HFProxy:

@@ -7,6 +7,7 @@ trains the planted tiny gpt2 and runs the search on it (or on ``lm.model`` with 
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,10 @@ def claims_a(rows: list[dict[str, Any]], rhos: list[float]) -> list[Claim]:
     empty, cot, sp = _mean(rows, "empty"), _mean(rows, "cot"), _mean(rows, "sprig")
     pt, st, rnd = _mean(rows, "per_task"), _mean(rows, "sprig_task"), _mean(rows, "random")
     margins = [r["sprig_task"] - max(r["sprig"], r["per_task"]) for r in rows]
-    ret = {rho: float(np.mean([r["transfer"][f"rho={rho:g},shift=0"]["retention"] for r in rows])) for rho in rhos}
+    ret = {
+        rho: float(np.mean([r["transfer"][f"rho={rho:g},shift=0"]["retention"] for r in rows]))
+        for rho in rhos
+    }
     larger = [v for r in rows for v in r["transfer"].values() if v["base_shift"] != 0]
     at_07 = ret.get(0.7, float("nan"))
     ordered = [ret[r] for r in sorted(rhos, reverse=True)]
@@ -68,7 +72,7 @@ def claims_a(rows: list[dict[str, Any]], rhos: list[float]) -> list[Claim]:
             "optimised system prompts transfer across models; gains shrink for larger models",
             "qualitative",
             {f"retention@{rho:g}": ret[rho] for rho in sorted(rhos, reverse=True)},
-            holds=bool(at_07 >= 0.6 and all(a >= b for a, b in zip(ordered, ordered[1:], strict=False))),
+            holds=bool(at_07 >= 0.6 and all(a >= b for a, b in pairwise(ordered))),
             rule="mean retention >= 0.6 at rho 0.7 and non-increasing as rho falls",
             note=f"larger oracle (rho {larger[0]['rho']:g}, b+{larger[0]['base_shift']:g}): gain "
             f"{100 * np.mean([v['gain_transferred'] for v in larger]):.1f} points transferred, "
@@ -146,7 +150,9 @@ def _best_prompts(rows, ga_rows, c6) -> str:
         lines.append(f"helpful: {c6['helpful']}; harmful: {c6['harmful']}")
         lines.append("")
     for s in c6["searches"]:
-        lines.append(f"- search seed {s['search_seed']}: `{s['prompt']}` -> held-out accuracy {s['test']:.3f}")
+        lines.append(
+            f"- search seed {s['search_seed']}: `{s['prompt']}` -> held-out accuracy {s['test']:.3f}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -189,8 +195,9 @@ def run(cfg: Any, ctx: Any) -> Results:
     bench_rows: list[dict[str, Any]] = []
     for s in cfg.peers.seeds if cfg.bench else []:
         o = tier_a.make_oracle(cfg, base + int(s))
-        budget = int(cfg.peers.budget or next(r["sprig_evaluations"] for r in rows if r["seed"] == base + int(s)))
-        bench_rows += bench(
+        ga = next((g for g in ga_rows if g["seed"] == base + int(s)), None)
+        budget = int(cfg.peers.budget or (ga["budget"] if ga else rows[0]["sprig_evaluations"]))
+        peer_rows = bench(
             lambda k, o=o, s=s: o.fitness(int(cfg.oracle.n_questions), 1, 5000 + 10 * int(s) + k),
             o.components,
             o.true_mean,
@@ -199,6 +206,28 @@ def run(cfg: Any, ctx: Any) -> Results:
             seed=base + int(s),
             tick=tick,
         )
+        if ga and ga["budget"] == budget:
+            peer_rows = [
+                {
+                    "peer": "sprig (ours, same budget)",
+                    "accuracy": ga["sprig_at_budget"],
+                    "evaluations": budget,
+                    "seconds": "-",
+                    "note": f"{ga['sprig_at_budget_iterations']} beam iterations",
+                    "curve": [],
+                },
+                {
+                    "peer": "sprig_ga (ours, ridge proxy)",
+                    "accuracy": ga["ga"],
+                    "length": ga["ga_length"],
+                    "evaluations": budget,
+                    "seconds": "-",
+                    "note": "",
+                    "curve": [],
+                },
+                *peer_rows,
+            ]
+        bench_rows += peer_rows
         atomic_write_text(ctx.run_dir / "bench.md", _bench_md(bench_rows, budget))
     missing = sorted({r["peer"] for r in bench_rows if r["accuracy"] is None})
     if missing:

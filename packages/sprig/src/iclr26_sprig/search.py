@@ -150,7 +150,9 @@ def sprig(
             "top_ucb": top_ucb,
             "n_iters": n_iters,
             "budget": budget,
-            "paraphraser": None if paraphraser is None else getattr(paraphraser, "__qualname__", repr(paraphraser)),
+            "paraphraser": None
+            if paraphraser is None
+            else getattr(paraphraser, "__qualname__", repr(paraphraser)),
             "seed": seed,
             "credits": {k: [round(t, 6), n] for k, (t, n) in credits.as_dict().items()},
         },

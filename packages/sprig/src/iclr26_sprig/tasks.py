@@ -43,7 +43,9 @@ class MCTask:
             train = [q for q in self.questions if q.split in (None, "train")]
             test = [q for q in self.questions if q.split == "test"]
         else:
-            order = np.random.default_rng([self.split_seed, len(self.questions)]).permutation(len(self.questions))
+            order = np.random.default_rng([self.split_seed, len(self.questions)]).permutation(
+                len(self.questions)
+            )
             n_train = max(1, round(0.6 * len(self.questions)))
             train = [self.questions[i] for i in order[:n_train]]
             test = [self.questions[i] for i in order[n_train:]]

@@ -43,11 +43,17 @@ def run_seed(cfg: Any, seed: int, tick: Tick) -> dict[str, Any]:
     tick(f"seed {seed}: sprig")
     tcfg = cfg.task_opt
     tf = o.task_fitness(seed=seed)
-    per_task = optimize_task_prompts(tf, o.task_phrases(), n_questions=int(tcfg.n_questions), max_len=int(tcfg.max_len))
+    per_task = optimize_task_prompts(
+        tf, o.task_phrases(), n_questions=int(tcfg.n_questions), max_len=int(tcfg.max_len)
+    )
     tf2 = o.task_fitness(r.best, seed=seed + 1000)
-    on_top = optimize_task_prompts(tf2, o.task_phrases(), n_questions=int(tcfg.n_questions), max_len=int(tcfg.max_len))
+    on_top = optimize_task_prompts(
+        tf2, o.task_phrases(), n_questions=int(tcfg.n_questions), max_len=int(tcfg.max_len)
+    )
     tick(f"seed {seed}: task prompts")
-    rs = random_search(o.fitness(int(cfg.oracle.n_questions), 1, seed + 2000), o.components, budget=r.evaluations, seed=seed)
+    rs = random_search(
+        o.fitness(int(cfg.oracle.n_questions), 1, seed + 2000), o.components, budget=r.evaluations, seed=seed
+    )
     tick(f"seed {seed}: random search")
     transfer = {}
     targets = [(float(rho), 0.0) for rho in cfg.transfer.rhos]

@@ -88,7 +88,9 @@ class PlantedWorld:
         task, key = int(rng.integers(len(TASKS))), int(rng.integers(len(KEYS)))
         system = " ".join(PHRASES[p] for p in phrases)
         question = f"{TASKS[task]} {KEYS[key]}"
-        return TEMPLATE.format(system=system, question=question) + LETTERS[self.label(phrases, task, key)] + "\n"
+        return (
+            TEMPLATE.format(system=system, question=question) + LETTERS[self.label(phrases, task, key)] + "\n"
+        )
 
     def tasks(self) -> list[MCTask]:
         """The four task types; question = "<task> <key>", options A-D, split by key."""
@@ -124,8 +126,18 @@ def string_alphabet() -> str:
     return string.ascii_letters + string.digits + " .,:;?!'\n-"
 
 
-def train_model(world: PlantedWorld, tok: Any, *, steps: int, batch_size: int, lr: float, n_embd: int,
-                n_layer: int, seed: int, progress: bool = True):
+def train_model(
+    world: PlantedWorld,
+    tok: Any,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    n_embd: int,
+    n_layer: int,
+    seed: int,
+    progress: bool = True,
+):
     """A gpt2 (dropout 0) trained on the planted text with the loss on the answer letter only."""
     import torch
 
@@ -133,8 +145,17 @@ def train_model(world: PlantedWorld, tok: Any, *, steps: int, batch_size: int, l
     from iclr26_core.train import TrainConfig, train_lm
 
     model = tiny_model(
-        "gpt2", "small", seed=seed, vocab_size=len(tok), n_embd=n_embd, n_layer=n_layer, n_head=4,
-        n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        "gpt2",
+        "small",
+        seed=seed,
+        vocab_size=len(tok),
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=4,
+        n_positions=64,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
     )
     pad = tok.pad_token_id
 
@@ -154,8 +175,17 @@ def train_model(world: PlantedWorld, tok: Any, *, steps: int, batch_size: int, l
         x, y = b
         return m(input_ids=x, attention_mask=(x != pad).long(), labels=y).loss
 
-    cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, betas=(0.9, 0.999), min_lr_ratio=1.0,
-                      seed=seed, device="cpu", progress=progress, desc="tier B: train tiny LM")
+    cfg = TrainConfig(
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        betas=(0.9, 0.999),
+        min_lr_ratio=1.0,
+        seed=seed,
+        device="cpu",
+        progress=progress,
+        desc="tier B: train tiny LM",
+    )
     result = train_lm(model, None, cfg=cfg, loss_fn=loss_fn, batches=batch)
     return model.eval(), result
 
@@ -165,8 +195,15 @@ def fitness_for(model: Any, tok: Any, tasks: list[MCTask], n_questions: int, see
     from .lm import lm_fitness
 
     return lm_fitness(
-        model, tok, tasks, n_questions=n_questions, chat_template=TEMPLATE, show_options=False,
-        option_prefix="", batch_size=256, seed=seed,
+        model,
+        tok,
+        tasks,
+        n_questions=n_questions,
+        chat_template=TEMPLATE,
+        show_options=False,
+        option_prefix="",
+        batch_size=256,
+        seed=seed,
     )
 
 
@@ -181,8 +218,15 @@ def run_c6(cfg: Any, seed: int, tick, progress: bool = True) -> dict[str, Any]:
     c = cfg.lm
     world, tok = PlantedWorld.make(seed), tokenizer()
     model, trained = train_model(
-        world, tok, steps=int(c.steps), batch_size=int(c.batch_size), lr=float(c.lr), n_embd=int(c.n_embd),
-        n_layer=int(c.n_layer), seed=seed, progress=progress,
+        world,
+        tok,
+        steps=int(c.steps),
+        batch_size=int(c.batch_size),
+        lr=float(c.lr),
+        n_embd=int(c.n_embd),
+        n_layer=int(c.n_layer),
+        seed=seed,
+        progress=progress,
     )
     tick("tier B: trained")
     tasks, pool = world.tasks(), components()
@@ -205,16 +249,26 @@ def run_c6(cfg: Any, seed: int, tick, progress: bool = True) -> dict[str, Any]:
     out["empty_test"] = float(test([SystemPrompt()], "test")[0])
     for s in c.search_seeds:
         fit = fitness_for(model, tok, tasks, int(c.n_questions), seed * 100 + int(s))
-        r = sprig(fit, pool, beam_size=int(c.beam_size), top_ucb=int(c.top_ucb), n_iters=int(c.n_iters), seed=int(s))
-        roles = ["helpful" if p.id in {f"p{i:02d}" for i in world.helpful} else
-                 "harmful" if p.id in {f"p{i:02d}" for i in world.harmful} else "neutral" for p in r.best]
-        out["searches"].append({
-            "search_seed": int(s),
-            "prompt": r.best.render(),
-            "roles": roles,
-            "test": float(test([r.best], "test")[0]),
-            "evaluations": r.evaluations,
-        })
+        r = sprig(
+            fit, pool, beam_size=int(c.beam_size), top_ucb=int(c.top_ucb), n_iters=int(c.n_iters), seed=int(s)
+        )
+        roles = [
+            "helpful"
+            if p.id in {f"p{i:02d}" for i in world.helpful}
+            else "harmful"
+            if p.id in {f"p{i:02d}" for i in world.harmful}
+            else "neutral"
+            for p in r.best
+        ]
+        out["searches"].append(
+            {
+                "search_seed": int(s),
+                "prompt": r.best.render(),
+                "roles": roles,
+                "test": float(test([r.best], "test")[0]),
+                "evaluations": r.evaluations,
+            }
+        )
         tick(f"tier B: sprig seed {s}")
     out["gain"] = float(np.mean([x["test"] for x in out["searches"]]) - out["empty_test"])
     return out
@@ -225,12 +279,11 @@ def run_c6_user(cfg: Any, device: str, tick) -> dict[str, Any]:
     from iclr26_core.errors import UserError
     from iclr26_core.models import load_causal_lm, load_tokenizer
 
+    from .commands import quiet_transformers
     from .components import SystemPrompt, load_components
     from .lm import lm_fitness
     from .search import sprig
     from .tasks import load_tasks
-
-    from .commands import quiet_transformers
 
     c = cfg.lm
     quiet_transformers()
@@ -244,10 +297,25 @@ def run_c6_user(cfg: Any, device: str, tick) -> dict[str, Any]:
     empty = float(test([SystemPrompt()], "test")[0])
     searches = []
     for s in c.search_seeds:
-        fit = lm_fitness(model, tok, tasks, n_questions=int(c.n_questions), scoring=str(c.scoring), seed=int(s))
-        r = sprig(fit, pool, beam_size=int(c.beam_size), top_ucb=int(c.top_ucb), n_iters=int(c.n_iters), seed=int(s))
-        searches.append({"search_seed": int(s), "prompt": r.best.render(), "test": float(test([r.best], "test")[0]),
-                         "evaluations": r.evaluations})
+        fit = lm_fitness(
+            model, tok, tasks, n_questions=int(c.n_questions), scoring=str(c.scoring), seed=int(s)
+        )
+        r = sprig(
+            fit, pool, beam_size=int(c.beam_size), top_ucb=int(c.top_ucb), n_iters=int(c.n_iters), seed=int(s)
+        )
+        searches.append(
+            {
+                "search_seed": int(s),
+                "prompt": r.best.render(),
+                "test": float(test([r.best], "test")[0]),
+                "evaluations": r.evaluations,
+            }
+        )
         tick(f"user model: sprig seed {s}")
-    return {"model": str(c.model), "learned": True, "empty_test": empty, "searches": searches,
-            "gain": float(np.mean([x["test"] for x in searches]) - empty)}
+    return {
+        "model": str(c.model),
+        "learned": True,
+        "empty_test": empty,
+        "searches": searches,
+        "gain": float(np.mean([x["test"] for x in searches]) - empty),
+    }
