@@ -113,4 +113,6 @@ def test_one_pass_shortcut_equals_per_option_scores():
     each = fit._forward_rows([p_ids + c for c in conts], [[(len(p_ids) - 1, c[0])] for c in conts])
     assert np.allclose(one, each, atol=1e-5)
     fit.per_task([SystemPrompt()])
-    assert fit.stats["one_pass"] == fit.cost(1) == 12 and fit.stats["per_option"] == 0  # 6 train questions x 2
+    assert (
+        fit.stats["one_pass"] == fit.cost(1) == 12 and fit.stats["per_option"] == 0
+    )  # 6 train questions x 2

@@ -172,13 +172,10 @@ def _bench_md(rows, budget) -> str:
 
 
 def run(cfg: Any, ctx: Any) -> Results:
-    import torch
-
     from iclr26_core.fs import atomic_write_text
 
     from .peers import bench
 
-    torch.set_num_threads(1)
     base = int(cfg.seed)
     seeds = [base + int(s) for s in cfg.oracle.seeds]
     n_peer = len(cfg.peers.seeds) if cfg.bench else 0
@@ -231,7 +228,7 @@ def run(cfg: Any, ctx: Any) -> Results:
         atomic_write_text(ctx.run_dir / "bench.md", _bench_md(bench_rows, budget))
     missing = sorted({r["peer"] for r in bench_rows if r["accuracy"] is None})
     if missing:
-        ctx.log(f"peers not installed: {', '.join(missing)} (pip install iclr26-sprig[peers])")
+        ctx.peers_missing(missing)
     c6 = tierb.run_c6_user(cfg, ctx.device, tick) if cfg.lm.model else tierb.run_c6(cfg, base, tick)
     bar.close()
     claims = [*claims_a(rows, [float(r) for r in cfg.transfer.rhos]), claim_c6(c6)]
