@@ -91,7 +91,9 @@ def test_generate_matches_a_manual_decode_loop(tiny, arch):
     with torch.no_grad():
         logits = model(input_ids=prompt, use_cache=True, **{key: cache}).logits
         for _ in range(24):
-            nxt = logits[:, -1].argmax(-1, keepdim=True)
+            last = logits[:, -1].clone()
+            last[:, model.config.eos_token_id] = float("-inf")  # greedy() asks for exactly 24 new tokens
+            nxt = last.argmax(-1, keepdim=True)
             toks.append(nxt)
             logits = model(input_ids=nxt, use_cache=True, **{key: cache}).logits
     assert torch.equal(out, torch.cat(toks, 1))

@@ -117,6 +117,25 @@ def _c4_rows(cfg: Any, ctx: Any, tokenizer: Any) -> list[dict]:
     return rows
 
 
+def bench_table(r2: dict, bench: list[dict], missing: list[str]) -> str:
+    """Markdown: every cache on the same texts, mean KL vs FP and peak bytes of the quantised part per block."""
+    lines = [
+        "| cache | mean KL vs FP | peak bytes per block (batch) |",
+        "| --- | --- | --- |",
+    ]
+    for name, kl in r2["mean_kl"].items():
+        lines.append(f"| {name} (ours) | {kl:.4g} | {max(r2['peak_bytes'][name]):,} |")
+    for row in bench:
+        lines.append(f"| {row['method']} | {row['mean_kl']:.4g} | {max(row['peak_bytes']):,} |")
+    notes = [
+        f"budget {r2['budget_bytes_per_block'] * r2['batch']:,} bytes per block for the batch of {r2['batch']}"
+    ]
+    if missing:
+        notes.append(not_installed_line(missing))
+    notes += [f"not run: {k} ({v})" for k, v in NOT_LOCKABLE.items()]
+    return "\n".join([*lines, "", *notes]) + "\n"
+
+
 def run(cfg: Any, ctx: Any) -> Results:
     """C1-C4, the peers bench, kl_per_step.png and memory_trace.png in ctx.run_dir."""
     import torch
@@ -159,6 +178,13 @@ def run(cfg: Any, ctx: Any) -> Results:
             ctx.run_dir / "memory_trace.png",
         ),
     ]
+    from iclr26_core.fs import atomic_write_text
+
+    table = bench_table(r2, bench, missing)
+    atomic_write_text(
+        ctx.run_dir / "bench.md", "# C2 caches side by side (same model, same texts)\n\n" + table
+    )
+    ctx.log("bench (same texts):\n" + table)
     metrics = {
         "model": desc,
         "c1": r1,
