@@ -39,10 +39,6 @@ def _python_unpack() -> None:
 
 
 def quanto_available() -> tuple[bool, str]:
-    import logging
-
-    # importing quanto imports torch.utils.cpp_extension, which logs a CUDA_HOME notice on CPU-only machines
-    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     try:
         import optimum.quanto  # noqa: F401
 
@@ -75,7 +71,3 @@ def quanto_bytes(cache: Any) -> list[int]:
                     total += t.numel() * t.element_size()
         out.append(total)
     return out
-
-
-def not_installed_line(missing: list[str]) -> str:
-    return f"peers not installed: {', '.join(missing)} (pip install iclr26-pmkvq[peers])"

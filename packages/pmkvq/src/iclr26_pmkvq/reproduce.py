@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from iclr26_core.report import Claim, Results
+from iclr26_core.report import Claim, Results, peers_line
 
 from . import experiments as ex
 from .figures import kl_figure, memory_figure
-from .peers import NOT_LOCKABLE, not_installed_line, quanto_available
+from .peers import NOT_LOCKABLE, quanto_available
 
 
 def claim_c1(cfg: Any) -> tuple[Claim, dict]:
@@ -131,18 +131,15 @@ def bench_table(r2: dict, bench: list[dict], missing: list[str]) -> str:
         f"budget {r2['budget_bytes_per_block'] * r2['batch']:,} bytes per block for the batch of {r2['batch']}"
     ]
     if missing:
-        notes.append(not_installed_line(missing))
+        notes.append(peers_line("pmkvq", missing))
     notes += [f"not run: {k} ({v})" for k, v in NOT_LOCKABLE.items()]
     return "\n".join([*lines, "", *notes]) + "\n"
 
 
 def run(cfg: Any, ctx: Any) -> Results:
     """C1-C4, the peers bench, kl_per_step.png and memory_trace.png in ctx.run_dir."""
-    import torch
-
     from .lm import heldout_blocks, language_model, train_blocks
 
-    torch.set_num_threads(int(cfg.get("threads", 1)))
     c1, r1 = claim_c1(cfg)
     model, tokenizer, desc = language_model(cfg, ctx, int(cfg.seed))
     ctx.log(f"model: {desc}")
@@ -152,12 +149,12 @@ def run(cfg: Any, ctx: Any) -> Results:
     c2 = claim_c2(r2, cfg)
     bench, missing = [], []
     if cfg.bench:
-        ok, reason = quanto_available()
+        ok, _ = quanto_available()
         if ok:
             bench = ex.peer_rows(model, texts, ref, cfg.c2, list(cfg.bench_nbits), ctx)
         else:
             missing.append("optimum-quanto")
-            ctx.log(not_installed_line(missing) + (f" [{reason}]" if reason else ""))
+            ctx.peers_missing(missing)
         ctx.log("peers not run: " + "; ".join(f"{k} ({v})" for k, v in NOT_LOCKABLE.items()))
     calib_pool = train_blocks(tokenizer, int(cfg.c3.calib_len))
     rows3 = []
