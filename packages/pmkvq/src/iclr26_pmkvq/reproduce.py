@@ -155,7 +155,6 @@ def run(cfg: Any, ctx: Any) -> Results:
         else:
             missing.append("optimum-quanto")
             ctx.peers_missing(missing)
-        ctx.log("peers not run: " + "; ".join(f"{k} ({v})" for k, v in NOT_LOCKABLE.items()))
     calib_pool = train_blocks(tokenizer, int(cfg.c3.calib_len))
     rows3 = []
     for s in range(int(cfg.c3.seeds)):
