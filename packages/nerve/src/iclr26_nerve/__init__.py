@@ -18,6 +18,7 @@ _EXPORTS = {
     "participation_ratio": "spectrum",
     "eigenvalue_early_enrichment": "spectrum",
     "jensen_shannon": "spectrum",
+    "rankme": "spectrum",
     "layer_metrics": "spectrum",
     "LayerMetrics": "spectrum",
     "StreamingCovariance": "spectrum",
