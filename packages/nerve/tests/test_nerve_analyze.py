@@ -13,8 +13,6 @@ from iclr26_nerve import NerVECallback, NerVEError, analyze, eigenspectrum, regi
 from iclr26_nerve.registry import REGISTRY
 from iclr26_nerve.spectrum import eigenvalue_early_enrichment, participation_ratio, spectral_entropy
 
-pytestmark = pytest.mark.filterwarnings("ignore:N = .* capped by N")  # tiny token counts on purpose
-
 KEYS = ("se_pre", "se_post", "pr_pre", "pr_post", "eee_pre", "eee_post", "js")
 
 

@@ -17,6 +17,10 @@ def _final(runs: dict, arm: str) -> list[dict]:
     return [r for r in runs.values() if r["arm"] == arm]
 
 
+def _reinjecting(layers: list[dict]) -> int:
+    return sum(m["se_diff"] > 0 and m["pr_gain"] > 1 and m["eee_diff"] < 0 for m in layers)
+
+
 def claim_c1(runs: dict, n_layer: int) -> Claim:
     """C1: SE↑, PR↑, EEE↓ from PreAct to PostAct in ≥ ¾ of the layers of each seed (PreLN-GELU, final)."""
     need = math.ceil(0.75 * n_layer)
@@ -31,14 +35,16 @@ def claim_c1(runs: dict, n_layer: int) -> Claim:
         se = sum(m["se_diff"] > 0 for m in layers)
         pr = sum(m["pr_gain"] > 1 for m in layers)
         eee = sum(m["eee_diff"] < 0 for m in layers)
-        allthree = sum(m["se_diff"] > 0 and m["pr_gain"] > 1 and m["eee_diff"] < 0 for m in layers)
+        allthree = _reinjecting(layers)
         per_seed[f"seed {r['seed']}"] = (
             f"SE {se}/{n_layer}, PR {pr}/{n_layer}, EEE {eee}/{n_layer}, all {allthree}/{n_layer}"
         )
         holds = holds and allthree >= need
+        met = [_reinjecting(p["layers"]) >= need for p in r["trajectory"] if p["step"] > 1]
         notes.append(
             f"seed {r['seed']} PR_pre/PR_post by layer "
             + " ".join(f"{m['pr_pre']:.1f}/{m['pr_post']:.1f}" for m in layers)
+            + f", rule met at {sum(met)} of {len(met)} checkpoints"
         )
     ctrl = [r.get("identity_control") for r in arm_runs if r.get("identity_control")]
     if ctrl:
@@ -65,31 +71,48 @@ def _early_mean(r: dict, key: str, which: str = "final") -> float:
     return float(np.mean([m[key] for m in layers]))
 
 
+def _c2_rule(g: list[dict], u: list[dict], which: str = "final") -> tuple[float, float, float, float, bool]:
+    js_g = float(np.mean([_early_mean(r, "js", which) for r in g]))
+    js_u = float(np.mean([_early_mean(r, "js", which) for r in u]))
+    gain_g = float(np.mean([_early_mean(r, "pr_gain", which) for r in g]))
+    gain_u = float(np.mean([_early_mean(r, "pr_gain", which) for r in u]))
+    return js_g, js_u, gain_g, gain_u, js_u >= 1.5 * js_g and gain_u > gain_g
+
+
+def _c2_along(g: list[dict], u: list[dict]) -> str:
+    """The C2 rule at every checkpoint after step 1 (seed means at the same step)."""
+    steps = [p["step"] for p in g[0]["trajectory"] if p["step"] > 1]
+    met = 0
+    for step in steps:
+        at = [{"at": next(p["layers"] for p in r["trajectory"] if p["step"] == step)} for r in g + u]
+        met += _c2_rule(at[: len(g)], at[len(g) :], "at")[4]
+    return f"rule met at {met} of {len(steps)} checkpoints"
+
+
 def claim_c2(runs: dict) -> Claim:
     """C2: NormFree-ReLU reinjects more than NormFree-GELU ("spectral inertia"), layers 0–1, final."""
     g, u = _final(runs, "normfree_gelu"), _final(runs, "normfree_relu")
-    ok = g and u and not any(r["diverged"] for r in g + u)
-    if not ok:
+    if not (g and u) or any(r["diverged"] for r in g + u):
         return Claim(
             "C2",
             "without normalisation GELU shows spectral inertia, ReLU reinjects",
             "qualitative; 20–300×",
-            "a norm-free run diverged",
+            "a norm-free run diverged" if g and u else "the norm-free arms were not run",
             False,
             "JS_ReLU ≥ 1.5·JS_GELU and pr_gain_ReLU > pr_gain_GELU",
-            "diverged run counts as not holding",
+            "a diverged or missing run counts as not holding",
         )
-    js_g = float(np.mean([_early_mean(r, "js") for r in g]))
-    js_u = float(np.mean([_early_mean(r, "js") for r in u]))
-    gain_g = float(np.mean([_early_mean(r, "pr_gain") for r in g]))
-    gain_u = float(np.mean([_early_mean(r, "pr_gain") for r in u]))
+    js_g, js_u, gain_g, gain_u, holds = _c2_rule(g, u)
+    by_layer = {
+        a: "/".join(f"{np.mean([r['final'][i]['js'] for r in rs]):.1e}" for i in range(2))
+        for a, rs in (("GELU", g), ("ReLU", u))
+    }
     init_g = float(np.mean([_early_mean(r, "js", "init") for r in g]))
     init_u = float(np.mean([_early_mean(r, "js", "init") for r in u]))
     pr_pre = {
         a: f"{np.mean([_early_mean(r, 'pr_pre') for r in rs]):.3f}" for a, rs in (("GELU", g), ("ReLU", u))
     }
     eee_post_g = float(np.mean([_early_mean(r, "eee_post") for r in g]))
-    holds = js_u >= 1.5 * js_g and gain_u > gain_g
     return Claim(
         "C2",
         "without normalisation GELU shows spectral inertia (JS≈0), ReLU reinjects (large PR gain)",
@@ -102,25 +125,40 @@ def claim_c2(runs: dict) -> Claim:
         },
         bool(holds),
         "mean over seeds of the layer 0–1 means: JS_ReLU ≥ 1.5·JS_GELU and pr_gain_ReLU > pr_gain_GELU",
+        f"JS by layer (0/1) GELU {by_layer['GELU']}, ReLU {by_layer['ReLU']}; {_c2_along(g, u)}; "
         f"at init JS GELU {init_g:.4f} vs ReLU {init_u:.4f}; EEE_post GELU {eee_post_g:.3f}; "
-        f"PR_pre (layers 0–1) GELU {pr_pre['GELU']} vs ReLU {pr_pre['ReLU']} (collapse); "
+        f"PR_pre (layers 0–1) GELU {pr_pre['GELU']} vs ReLU {pr_pre['ReLU']} (d = {g[0]['final'][0]['d_model']}); "
         "magnitudes of 20–300× are not expected at this size",
     )
 
 
-def claim_c3(runs: dict) -> Claim:
+def claim_c3(runs: dict, unigram_loss: float | None = None) -> Claim:
     """C3: ReLU recovers part of the loss lost by removing normalisation (final held-out loss)."""
-    loss = {
-        a: float(np.mean([r["final_loss"] for r in _final(runs, a)]))
-        for a in ("preln_gelu", "normfree_gelu", "normfree_relu")
-    }
+    arms = ("preln_gelu", "normfree_gelu", "normfree_relu")
+    finals = {a: [float(r["final_loss"]) for r in _final(runs, a)] for a in arms}
+    loss = {a: float(np.mean(v)) if v else float("nan") for a, v in finals.items()}
     diverged = [f"{r['arm']}/seed {r['seed']}" for r in runs.values() if r["diverged"]]
     lp, lg, lr = loss["preln_gelu"], loss["normfree_gelu"], loss["normfree_relu"]
     holds = math.isfinite(lr) and math.isfinite(lg) and lr < lg
     gap = (lg - lr) / (lg - lp) if all(map(math.isfinite, (lp, lg, lr))) and lg != lp else float("nan")
-    note = f"gap closed = (L_nfGELU − L_nfReLU)/(L_nfGELU − L_preGELU) = {gap:.1%} (no verdict)"
+    notes = [f"gap closed = (L_nfGELU − L_nfReLU)/(L_nfGELU − L_preGELU) = {gap:.1%} (no verdict)"]
+    if len(finals["normfree_gelu"]) > 1 and len(finals["normfree_relu"]) > 1:
+        spread = max(np.ptp(finals["normfree_gelu"]), np.ptp(finals["normfree_relu"]))
+        notes.append(
+            "per seed NF-GELU "
+            + "/".join(f"{v:.3f}" for v in finals["normfree_gelu"])
+            + ", NF-ReLU "
+            + "/".join(f"{v:.3f}" for v in finals["normfree_relu"])
+            + f": the margin {lg - lr:+.3f} is {'inside' if abs(lg - lr) <= spread else 'outside'} "
+            f"the seed spread ({spread:.3f})"
+        )
+    if unigram_loss is not None:
+        above = [f"{r['arm']}/seed {r['seed']}" for r in runs.values() if not r["final_loss"] < unigram_loss]
+        notes.append(
+            f"unigram model {unigram_loss:.3f} nats; runs still at or above it: {', '.join(above) or 'none'}"
+        )
     if diverged:
-        note += "; diverged (NaN): " + ", ".join(diverged)
+        notes.append("diverged (NaN): " + ", ".join(diverged))
     return Claim(
         "C3",
         "swapping GELU for ReLU recovers about half of the loss lost by removing normalisation",
@@ -128,14 +166,14 @@ def claim_c3(runs: dict) -> Claim:
         {"PreLN-GELU": float(lp), "NF-GELU": float(lg), "NF-ReLU": float(lr)},
         bool(holds),
         "mean over seeds of the final held-out loss: L_nfReLU < L_nfGELU",
-        note,
+        "; ".join(notes),
     )
 
 
 def claim_c4(runs: dict) -> Claim:
     """C4: layer-mean SE_pre tracks held-out loss across checkpoints (PreLN-GELU)."""
-    stats: dict[str, list[float]] = {"r_se": [], "r_pr": [], "rho_se": [], "r_diff_se": []}
-    n_pts = 0
+    stats: dict[str, list[float]] = {"r_se": [], "r_pr": [], "rho_se": [], "r_diff_se": [], "r_after": []}
+    n_pts, after = 0, []
     for r in _final(runs, "preln_gelu"):
         pts = [p for p in r["trajectory"] if math.isfinite(p["eval_loss"])]
         n_pts = len(pts)
@@ -146,6 +184,12 @@ def claim_c4(runs: dict) -> Claim:
         stats["r_pr"].append(pearson(pr, loss))
         stats["rho_se"].append(spearman(se, loss))
         stats["r_diff_se"].append(pearson(list(np.diff(se)), list(np.diff(loss))))
+        # past the transient: the checkpoints after the early collapse of SE_pre (its minimum)
+        k = int(np.argmin(se)) + 1 if se else 0
+        stats["r_after"].append(pearson(se[k:], loss[k:]))
+        after.append(
+            f"seed {r['seed']} from step {pts[k]['step'] if k < n_pts else '-'} ({n_pts - k} points)"
+        )
     mean = {k: float(np.mean(v)) if v else float("nan") for k, v in stats.items()}
     holds = math.isfinite(mean["r_se"]) and abs(mean["r_se"]) >= 0.8
     return Claim(
@@ -156,8 +200,9 @@ def claim_c4(runs: dict) -> Claim:
         bool(holds),
         f"|mean over seeds of Pearson r(layer-mean SE_pre, held-out loss)| ≥ 0.8 across {n_pts} checkpoints",
         f"r(PR_pre) = {mean['r_pr']:.3f}, Spearman ρ(SE_pre) = {mean['rho_se']:.3f}, r on first differences "
-        f"= {mean['r_diff_se']:.3f}; both series trend with the step count; correlation taken across "
-        "checkpoints (our reading)",
+        f"= {mean['r_diff_se']:.3f}; past the transient (after the SE_pre minimum: {', '.join(after)}) "
+        f"r(SE_pre) = {mean['r_after']:.3f}; both series trend with the step count; correlation taken "
+        "across checkpoints (our reading)",
     )
 
 

@@ -64,6 +64,15 @@ def char_data(
     return CharData(tok, train, val[:probe_blocks], val[probe_blocks : probe_blocks + eval_blocks])
 
 
+def unigram_loss(data: CharData) -> float:
+    """Held-out loss (nats per token) of the unigram model of the training text (add-one smoothing), on the
+    tokens the LM loss scores (positions 1..T-1 of each held-out block): the plateau a model leaves when it
+    starts to use context."""
+    counts = torch.bincount(data.train[:, 1:].flatten(), minlength=len(data.tokenizer)).double() + 1.0
+    logp = (counts / counts.sum()).log()
+    return float(-logp[data.eval[:, 1:].flatten()].mean())
+
+
 def char_blocks(texts: list[str], tokenizer: Any, seq_len: int) -> torch.Tensor:
     """`iclr26_core.corpus.token_blocks` for a character tokenizer, as a direct vocabulary lookup.
 

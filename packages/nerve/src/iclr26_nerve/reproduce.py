@@ -126,7 +126,7 @@ def _overhead_summary(runs: dict, log_steps: int) -> dict:
 
 def run(cfg: Any, ctx: Any) -> Results:
     from .errors import NerVEError
-    from .experiment import ARMS, char_data
+    from .experiment import ARMS, char_data, unigram_loss
     from .plots import plot_metrics_by_layer, plot_spectra_dict, plot_trajectory
 
     n_seeds = int(cfg.seeds)
@@ -141,7 +141,8 @@ def run(cfg: Any, ctx: Any) -> Results:
     runs = _run_all(cfg, ctx, jobs, kw)
     model = kw["model"]
     n_layer = int(model["n_layer"])
-    claims = [claim_c1(runs, n_layer), claim_c2(runs), claim_c3(runs), claim_c4(runs)]
+    unigram = unigram_loss(data)
+    claims = [claim_c1(runs, n_layer), claim_c2(runs), claim_c3(runs, unigram), claim_c4(runs)]
     overhead = _overhead_summary(runs, kw["log_steps"])
     if overhead:
         ctx.log(
@@ -181,6 +182,7 @@ def run(cfg: Any, ctx: Any) -> Results:
                 "train_blocks": len(data.train),
                 "probe_tokens": int(data.probe.numel()),
                 "eval_tokens": int(data.eval.numel()),
+                "unigram_loss": unigram,
             },
             "seeds": n_seeds,
             "arms": list(cfg.arms),
