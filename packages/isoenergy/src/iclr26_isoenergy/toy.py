@@ -89,9 +89,9 @@ class IsoEnergyToy:
         return torch.cat(parts)
 
     def sample(self, n: int, seed: int = 0, return_codes: bool = False) -> Any:
-        """(img, txt), each [n, d] and unit-norm; with ``return_codes`` also the true codes (after the L2
-        normalisation) as a dict: shared [n, n_shared] image / text (coefficient / ‖x‖), image_only [n, n_image],
-        text_only [n, n_text]."""
+        """(img, txt), each [n, d] and unit-norm; with ``return_codes`` also the true codes as a dict:
+        raw_image / raw_text [n, n_shared] (shared-concept coefficients before the L2 normalisation),
+        shared_image / shared_text (after it: coefficient / ‖x‖), image_only [n, n_image], text_only [n, n_text]."""
         n = int(n)
         if n < 1:
             raise IsoEnergyError(f"n must be >= 1, got {n}")
@@ -113,6 +113,8 @@ class IsoEnergyToy:
         if not return_codes:
             return img, txt
         codes = {
+            "raw_image": shared,
+            "raw_text": self.text_amplitude * shared,
             "shared_image": shared / n_img,
             "shared_text": self.text_amplitude * shared / n_txt,
             "image_only": img_only / n_img,
