@@ -35,7 +35,14 @@ def smoke_run(tmp_path_factory):
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
     names = {p.name for p in out.iterdir()}
-    assert {"config.yaml", "metrics.json", "report.md", "gap.png", "mu_hist_c1.png", "mu_hist_c34.png"} <= names
+    assert {
+        "config.yaml",
+        "metrics.json",
+        "report.md",
+        "gap.png",
+        "mu_hist_c1.png",
+        "mu_hist_c34.png",
+    } <= names
     m = json.loads((out / "metrics.json").read_text())
     assert m["paper"] == "isoenergy" and m["scale"] == "smoke"
     claims = {c["id"]: c for c in m["claims"]}
@@ -54,12 +61,14 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     )
     assert claims["C1"]["holds"] == c1
     assert claims["C1b"]["holds"] == (mean("c1", "sae_a", "W") - mean("c1", "sae", "W") <= 0)
-    c2 = abs(mean("c2", "sae_a", "W") - mean("c2", "sae", "W")) <= 0.05 and abs(
-        mean("c2", "sae_a", "mma") - mean("c2", "sae", "mma")
-    ) <= 0.05
+    c2 = (
+        abs(mean("c2", "sae_a", "W") - mean("c2", "sae", "W")) <= 0.05
+        and abs(mean("c2", "sae_a", "mma") - mean("c2", "sae", "mma")) <= 0.05
+    )
     assert claims["C2"]["holds"] == c2
     ratio = statistics.fmean(
-        r["sae_a"]["gap"]["bimodal-only"]["dim"] / r["sae_a"]["gap"]["reconstructed"]["dim"] for r in cells["c34"]
+        r["sae_a"]["gap"]["bimodal-only"]["dim"] / r["sae_a"]["gap"]["reconstructed"]["dim"]
+        for r in cells["c34"]
     )
     assert claims["C3"]["holds"] == (ratio <= 0.4)
     rec, bi, uni = (gap("sae_a", v, "recall@1") for v in ("reconstructed", "bimodal-only", "unimodal-only"))
@@ -93,14 +102,29 @@ def saved_clip(tmp_path_factory):
 def test_analyze_and_close_gap_on_saved_clip(saved_clip, tmp_path):
     out = tmp_path / "analysis"
     args = ["analyze", "--model", str(saved_clip / "clip"), "--pairs", str(saved_clip / "pairs.jsonl")]
-    args += ["--beta", "0.1", "--n-atoms", "48", "--k", "4", "--epochs", "2", "--batch-pairs", "16", "--out", str(out)]
+    args += [
+        "--beta",
+        "0.1",
+        "--n-atoms",
+        "48",
+        "--k",
+        "4",
+        "--epochs",
+        "2",
+        "--batch-pairs",
+        "16",
+        "--out",
+        str(out),
+    ]
     res = run_cli(main, args)
     assert res.code == 0, res.output
     names = {p.name for p in out.iterdir()}
     assert {"sae.safetensors", "sae_aligned.safetensors", "energy.json", "gap.json", "mu_hist.png"} <= names
     gap = json.loads((out / "gap.json").read_text())
     rows = gap["sae_aligned"]["gap"]
-    assert {"reconstructed", "bimodal-only", "unimodal-only", "mean-centred", "shifted", "original"} <= set(rows)
+    assert {"reconstructed", "bimodal-only", "unimodal-only", "mean-centred", "shifted", "original"} <= set(
+        rows
+    )
     assert rows["mean-centred"]["dim"] == pytest.approx(0.0, abs=1e-5)
     assert 0.0 <= rows["reconstructed"]["recall@1"] <= 1.0 and gap["recall_batch"] == 64
     energy = json.loads((out / "energy.json").read_text())
@@ -120,13 +144,17 @@ def _write(path, img, txt):
 
 def test_train_and_analyze_on_embeddings_file(tmp_path):
     g = torch.Generator().manual_seed(0)
-    emb = _write(tmp_path / "e.safetensors", torch.randn(96, 12, generator=g), torch.randn(96, 12, generator=g))
+    emb = _write(
+        tmp_path / "e.safetensors", torch.randn(96, 12, generator=g), torch.randn(96, 12, generator=g)
+    )
     common = ["--n-atoms", "24", "--k", "3", "--epochs", "1", "--batch-pairs", "32"]
     res = run_cli(main, ["analyze", "--embeddings", emb, *common, "--out", str(tmp_path / "a")])
     assert res.code == 0, res.output
     energy = json.loads((tmp_path / "a" / "energy.json").read_text())
     assert set(energy) == {"sae", "sae_aligned"} and energy["sae"]["eps"] == 0.05
-    res = run_cli(main, ["train", "--embeddings", emb, *common, "--beta", "0.2", "--out", str(tmp_path / "t")])
+    res = run_cli(
+        main, ["train", "--embeddings", emb, *common, "--beta", "0.2", "--out", str(tmp_path / "t")]
+    )
     assert res.code == 0, res.output
     assert json.loads((tmp_path / "t" / "train.json").read_text())["config"]["beta"] == 0.2
 

@@ -57,7 +57,9 @@ def test_mp_encoder_matches_naive_loop(normalize):
 
 
 def test_mp_exact_for_orthonormal_dictionary_and_sparse_input():
-    q, _ = torch.linalg.qr(torch.randn(16, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(1)))
+    q, _ = torch.linalg.qr(
+        torch.randn(16, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    )
     sae = MatchingPursuitSAE(16, 16, k=3, seed=0).double()
     with torch.no_grad():
         sae.dictionary.copy_(q.T)
@@ -169,7 +171,9 @@ def test_wasserstein_pot_equals_assignment_brute_force():
     cost = (1 - an @ bn.T).numpy()
     r, c = linear_sum_assignment(cost)
     w = np.full(50, 1 / 50)
-    assert float((ot.emd(w, w, cost, numItermax=10**8) * cost).sum()) == pytest.approx(float(cost[r, c].mean()))
+    assert float((ot.emd(w, w, cost, numItermax=10**8) * cost).sum()) == pytest.approx(
+        float(cost[r, c].mean())
+    )
     assert wasserstein_cosine(a, b, "pot") == pytest.approx(float(cost[r, c].mean()), abs=1e-9)
     assert wasserstein_cosine(a, b, "scipy") == pytest.approx(float(cost[r, c].mean()), abs=1e-9)
 
@@ -177,7 +181,9 @@ def test_wasserstein_pot_equals_assignment_brute_force():
 def test_wasserstein_equals_permutation_brute_force():
     g = torch.Generator().manual_seed(2)
     a, b = torch.randn(6, 3, generator=g), torch.randn(6, 3, generator=g)
-    cos = torch.nn.functional.normalize(a.double(), dim=1) @ torch.nn.functional.normalize(b.double(), dim=1).T
+    cos = (
+        torch.nn.functional.normalize(a.double(), dim=1) @ torch.nn.functional.normalize(b.double(), dim=1).T
+    )
     best = min(sum(1 - float(cos[i, p[i]]) for i in range(6)) / 6 for p in itertools.permutations(range(6)))
     assert wasserstein_cosine(a, b) == pytest.approx(best, abs=1e-12)
 
@@ -228,7 +234,9 @@ def test_one_cycle_matches_torch():
 
 def test_recovery_metrics_by_hand():
     true = torch.eye(3, 4, dtype=torch.float64)
-    learned = torch.tensor([[0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0, 0]])
+    learned = torch.tensor(
+        [[0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0, 0]]
+    )
     # matching: e0->row1 (cos 1), e1->row0 (cos 1), e2->row2 (cos 1/sqrt2)
     assert dictionary_distance(true, learned) == pytest.approx((1 - 1 / math.sqrt(2)) / 3)
     assert max_cosine_agreement(true, learned) == pytest.approx((2 + 1 / math.sqrt(2)) / 3)

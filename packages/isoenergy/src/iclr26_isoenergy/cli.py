@@ -22,7 +22,9 @@ def _data_args(p: argparse.ArgumentParser) -> None:
         metavar="ID_OR_PATH",
         help="a transformers CLIP/SigLIP model folder or hub id (tiny-clip: a random tiny CLIP); needs --pairs",
     )
-    p.add_argument("--pairs", metavar="FILE", help='JSONL lines {"image": path, "text": caption} (with --model)')
+    p.add_argument(
+        "--pairs", metavar="FILE", help='JSONL lines {"image": path, "text": caption} (with --model)'
+    )
     p.add_argument("--batch-size", type=int, default=64, help="images/captions per forward pass (default 64)")
 
 
@@ -38,8 +40,12 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, default=5, help="epochs (default 5)")
     p.add_argument("--batch-pairs", type=int, default=512, help="pairs per batch (default 512)")
     p.add_argument("--lr", type=float, default=5e-4, help="OneCycle max learning rate (default 5e-4)")
-    p.add_argument("--align", choices=["cosine", "energy"], default="cosine", help="alignment term (Eq. 1: cosine)")
-    p.add_argument("--eps", type=float, default=0.05, help="ε of the bimodal / unimodal labels (default 0.05)")
+    p.add_argument(
+        "--align", choices=["cosine", "energy"], default="cosine", help="alignment term (Eq. 1: cosine)"
+    )
+    p.add_argument(
+        "--eps", type=float, default=0.05, help="ε of the bimodal / unimodal labels (default 0.05)"
+    )
     p.add_argument("--shuffle-pairs", type=float, default=0.0, help="fraction of mismatched training pairs")
     p.add_argument("--free-atom-norms", action="store_true", help="the official 'identity' normalisation")
     p.add_argument("--seed", type=int, default=0)
@@ -62,7 +68,9 @@ def add_analyze_arguments(p: argparse.ArgumentParser) -> None:
 def add_close_gap_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sae", required=True, metavar="DIR", help="a directory written by `analyze` or `train`")
     p.add_argument("--embeddings", required=True, metavar="FILE", help="safetensors with 'image' and 'text'")
-    p.add_argument("--out", required=True, metavar="FILE", help="new .safetensors file for the bimodal-only rows")
+    p.add_argument(
+        "--out", required=True, metavar="FILE", help="new .safetensors file for the bimodal-only rows"
+    )
     p.add_argument("--recall-batch", type=int, default=256, help="pairs per retrieval batch (default 256)")
 
 

@@ -30,7 +30,9 @@ def load_embeddings(path: str | Path):
         raise IsoEnergyError(f"cannot read {str(path)!r} as safetensors ({exc})") from None
     missing = [k for k in ("image", "text") if k not in tensors]
     if missing:
-        raise IsoEnergyError(f"{str(path)!r} has no {' / '.join(missing)} tensor (keys: {', '.join(tensors)})")
+        raise IsoEnergyError(
+            f"{str(path)!r} has no {' / '.join(missing)} tensor (keys: {', '.join(tensors)})"
+        )
     return check_pairs(tensors["image"], tensors["text"])
 
 
@@ -40,7 +42,7 @@ def _pairs(args: argparse.Namespace):
             raise IsoEnergyError("--pairs goes with --model, not with --embeddings")
         return load_embeddings(args.embeddings), None
     if not args.pairs:
-        raise IsoEnergyError("--model needs --pairs FILE.jsonl (lines {\"image\": path, \"text\": caption})")
+        raise IsoEnergyError('--model needs --pairs FILE.jsonl (lines {"image": path, "text": caption})')
     from .embed import embed_pairs, load_dual_encoder, read_pairs_jsonl
 
     images, texts = read_pairs_jsonl(args.pairs)
@@ -81,7 +83,9 @@ def _prepare(args: argparse.Namespace):
     check_beta(kw["beta"])
     MatchingPursuitSAE(img.shape[1], kw["n_atoms"], kw["k"], seed=None)  # k > n_atoms etc. fail here
     if img.shape[0] < args.batch_pairs:
-        raise IsoEnergyError(f"{img.shape[0]} pairs are fewer than one batch of {args.batch_pairs}; lower --batch-pairs")
+        raise IsoEnergyError(
+            f"{img.shape[0]} pairs are fewer than one batch of {args.batch_pairs}; lower --batch-pairs"
+        )
     if not 0.0 < args.eps < 0.5:
         raise IsoEnergyError(f"--eps must be in (0, 0.5), got {args.eps}")
     return out, img, txt, embedded, kw
@@ -156,7 +160,9 @@ def analyze(args: argparse.Namespace) -> int:
         results[name] = {"trained": trained, "report": rep, "r2": r2, "gap": gaps}
     with staged_dir(out) as tmp:
         results["sae"]["trained"].sae.save(tmp / "sae.safetensors", metadata={"beta": "0"})
-        results["sae_aligned"]["trained"].sae.save(tmp / "sae_aligned.safetensors", metadata={"beta": str(kw["beta"])})
+        results["sae_aligned"]["trained"].sae.save(
+            tmp / "sae_aligned.safetensors", metadata={"beta": str(kw["beta"])}
+        )
         write_json(tmp / "energy.json", {k: v["report"].to_json() for k, v in results.items()})
         write_json(
             tmp / "gap.json",
@@ -164,7 +170,10 @@ def analyze(args: argparse.Namespace) -> int:
              **{k: {"r2": v["r2"], "beta": v["trained"].config["beta"], "gap": v["gap"]} for k, v in results.items()}},
         )  # fmt: skip
         mu_histogram(
-            {"SAE (β=0)": results["sae"]["report"], f"SAE-A (β={kw['beta']:g})": results["sae_aligned"]["report"]},
+            {
+                "SAE (β=0)": results["sae"]["report"],
+                f"SAE-A (β={kw['beta']:g})": results["sae_aligned"]["report"],
+            },
             tmp / "mu_hist.png",
         )
         _save_embeddings(tmp, embedded)
@@ -216,6 +225,8 @@ def close_gap(args: argparse.Namespace) -> int:
     finally:
         tmp.unlink(missing_ok=True)
     for label, (a, b) in (("before", (img, txt)), ("after (bimodal-only)", (bi_img, bi_txt))):
-        print(f"{label:<22} DiM {modality_gap(a, b):.4f}   recall@1 ({batch}) {recall_at_1(a, b, batch=batch):.4f}")
+        print(
+            f"{label:<22} DiM {modality_gap(a, b):.4f}   recall@1 ({batch}) {recall_at_1(a, b, batch=batch):.4f}"
+        )
     print(f"wrote {out} ({name}.safetensors, {report.counts['bimodal']} bimodal atoms)")
     return 0

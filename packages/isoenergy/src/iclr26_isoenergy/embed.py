@@ -125,7 +125,9 @@ def read_pairs_jsonl(path: str | Path) -> tuple[list, list[str]]:
             row = json.loads(line)
             image_path, text = Path(row["image"]), str(row["text"])
         except (json.JSONDecodeError, KeyError, TypeError):
-            raise IsoEnergyError(f'{path}:{no}: expected a JSON object {{"image": path, "text": caption}}') from None
+            raise IsoEnergyError(
+                f'{path}:{no}: expected a JSON object {{"image": path, "text": caption}}'
+            ) from None
         image_path = image_path if image_path.is_absolute() else path.parent / image_path
         try:
             with Image.open(image_path) as im:
@@ -150,9 +152,13 @@ def load_dual_encoder(name_or_path: str):
     hf_logging.disable_progress_bar()
     model = load_model(name_or_path, "AutoModel")
     if not hasattr(model, "get_image_features") or not hasattr(model, "get_text_features"):
-        raise IsoEnergyError(f"{name_or_path!r} is not a dual encoder (no get_image_features/get_text_features)")
+        raise IsoEnergyError(
+            f"{name_or_path!r} is not a dual encoder (no get_image_features/get_text_features)"
+        )
     try:
         processor = AutoProcessor.from_pretrained(str(name_or_path))
     except (OSError, ValueError) as exc:
-        raise IsoEnergyError(f"cannot load the processor of {name_or_path!r} ({str(exc).splitlines()[0]})") from None
+        raise IsoEnergyError(
+            f"cannot load the processor of {name_or_path!r} ({str(exc).splitlines()[0]})"
+        ) from None
     return model.eval(), processor

@@ -70,7 +70,13 @@ def gap_interventions(sae, rep, ei: torch.Tensor, et: torch.Tensor, n: int, batc
 
 
 def run_cell(
-    cfg: Any, setting: Any, seed: int, arms: dict[str, dict[str, Any]], *, gaps: bool = False, device: str = "cpu"
+    cfg: Any,
+    setting: Any,
+    seed: int,
+    arms: dict[str, dict[str, Any]],
+    *,
+    gaps: bool = False,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Train every arm ({name: train kwargs overriding cfg.train}) on the same pairs; score each."""
     toy = make_toy(cfg, setting)

@@ -66,7 +66,9 @@ def modality_gap(
     img = check_embeddings(img, "image embeddings")
     txt = check_embeddings(txt, "text embeddings")
     if img.shape[1] != txt.shape[1]:
-        raise IsoEnergyError(f"image and text embeddings have different dimensions ({img.shape[1]} vs {txt.shape[1]})")
+        raise IsoEnergyError(
+            f"image and text embeddings have different dimensions ({img.shape[1]} vs {txt.shape[1]})"
+        )
     if method == "dim":
         return float((img.double().mean(0) - txt.double().mean(0)).norm())
     if method != "wasserstein":

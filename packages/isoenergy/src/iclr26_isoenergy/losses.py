@@ -32,7 +32,9 @@ def top1_mask(z_img: torch.Tensor, z_txt: torch.Tensor) -> torch.Tensor:
 def alignment_loss(z_img: torch.Tensor, z_txt: torch.Tensor, mask_top1: bool = True) -> torch.Tensor:
     """−mean_i cos(z_I,i, z_T,i) over matched pairs (rows), top-1 masked by default. [b, K] x2 -> scalar."""
     if z_img.shape != z_txt.shape:
-        raise ValueError(f"paired codes must have equal shapes, got {tuple(z_img.shape)} {tuple(z_txt.shape)}")
+        raise ValueError(
+            f"paired codes must have equal shapes, got {tuple(z_img.shape)} {tuple(z_txt.shape)}"
+        )
     if mask_top1:
         mask = top1_mask(z_img.detach(), z_txt.detach())
         z_img, z_txt = z_img * mask, z_txt * mask

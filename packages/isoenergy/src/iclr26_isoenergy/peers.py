@@ -32,7 +32,9 @@ def missing_peers() -> list[str]:
 
 
 def missing_line(missing: list[str]) -> str:
-    return f"peers not installed: {', '.join(missing)} (pip install iclr26-isoenergy[peers])" if missing else ""
+    return (
+        f"peers not installed: {', '.join(missing)} (pip install iclr26-isoenergy[peers])" if missing else ""
+    )
 
 
 def _import_overcomplete():
@@ -116,7 +118,9 @@ def run_sae_peers(
         try:
             rows.append(fn())
         except Exception as exc:  # a peer whose API moved: report it, do not crash the run
-            rows.append({"peer": name, "status": f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"})
+            rows.append(
+                {"peer": name, "status": f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"}
+            )
 
     if importlib.util.find_spec("overcomplete") is not None:
 
@@ -182,7 +186,9 @@ def pot_agreement(img: torch.Tensor, txt: torch.Tensor, n: int, seed: int) -> di
             "pot_seconds": round(t_pot, 2), "scipy_seconds": round(t_lsa, 2)}  # fmt: skip
 
 
-def peers_markdown(ours: dict[str, Any], rows: list[dict[str, Any]], pot: dict[str, Any] | None, note: str) -> str:
+def peers_markdown(
+    ours: dict[str, Any], rows: list[dict[str, Any]], pot: dict[str, Any] | None, note: str
+) -> str:
     lines = [
         "# Peers on the same toy pairs (β = 0, same batches, schedule and steps)",
         "",

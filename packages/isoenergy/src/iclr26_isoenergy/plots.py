@@ -36,7 +36,10 @@ def gap_figure(rows: dict[str, dict[str, float]], path: str | Path, title: str =
     plt = pyplot()
     names = list(rows)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-    for ax, key, label in ((axes[0], "dim", "DiM ‖mean(I) − mean(T)‖"), (axes[1], "recall@1", "recall@1 (256)")):
+    for ax, key, label in (
+        (axes[0], "dim", "DiM ‖mean(I) − mean(T)‖"),
+        (axes[1], "recall@1", "recall@1 (256)"),
+    ):
         ax.bar(range(len(names)), [rows[n][key] for n in names], color=[f"C{i}" for i in range(len(names))])
         ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel(label)

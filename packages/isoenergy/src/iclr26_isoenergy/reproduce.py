@@ -84,7 +84,10 @@ def claim_c2(cells: dict) -> Claim:
     mild = {}
     if cells.get("c2_mild"):
         for key in ("W", "mma", "merged"):
-            d = [a - s for a, s in zip(_arm(cells, "c2_mild", "sae_a", key), _arm(cells, "c2_mild", "sae", key))]
+            d = [
+                a - s
+                for a, s in zip(_arm(cells, "c2_mild", "sae_a", key), _arm(cells, "c2_mild", "sae", key))
+            ]
             mild[key] = _mean(d)
     merged = (_mean(_arm(cells, "c2", "sae", "merged")), _mean(_arm(cells, "c2", "sae_a", "merged")))
     note = f"merged {merged[0]:.3f} -> {merged[1]:.3f}"
@@ -115,12 +118,18 @@ def _gap(cells: dict, arm: str, variant: str, key: str) -> list[float]:
 
 def claim_c3(cells: dict) -> Claim:
     def ratio(arm: str) -> list[float]:
-        return [b / r for b, r in zip(_gap(cells, arm, "bimodal-only", "dim"), _gap(cells, arm, "reconstructed", "dim"))]
+        return [
+            b / r
+            for b, r in zip(_gap(cells, arm, "bimodal-only", "dim"), _gap(cells, arm, "reconstructed", "dim"))
+        ]
 
     ra, rs = ratio("sae_a"), ratio("sae")
     unit = [
         b / r
-        for b, r in zip(_gap(cells, "sae_a", "bimodal-only", "dim_unit"), _gap(cells, "sae_a", "reconstructed", "dim_unit"))
+        for b, r in zip(
+            _gap(cells, "sae_a", "bimodal-only", "dim_unit"),
+            _gap(cells, "sae_a", "reconstructed", "dim_unit"),
+        )
     ]
     return Claim(
         "C3",
@@ -190,7 +199,10 @@ def _run(cfg: Any, ctx: Any) -> Results:
     claims = [c1, c1b, claim_c2(cells), claim_c3(cells), claim_c4(cells)]
     figures = []
     for cell, result in first.items():
-        reps = {"SAE (β=0)": result["reports"]["sae"], f"SAE-A (β={cfg.train.beta})": result["reports"]["sae_a"]}
+        reps = {
+            "SAE (β=0)": result["reports"]["sae"],
+            f"SAE-A (β={cfg.train.beta})": result["reports"]["sae_a"],
+        }
         figures.append(mu_histogram(reps, ctx.run_dir / f"mu_hist_{cell}.png"))
     gap_rows = {k: v for k, v in first["c34"]["sae_a"]["gap"].items()}
     figures.append(gap_figure(gap_rows, ctx.run_dir / "gap.png", f"θ=0°, α=1, SAE-A, seed {seeds[0]}"))

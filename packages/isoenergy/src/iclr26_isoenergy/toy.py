@@ -97,15 +97,25 @@ class IsoEnergyToy:
             raise IsoEnergyError(f"n must be >= 1, got {n}")
         g = torch.Generator().manual_seed(int(seed) * 1_000_003 + self.seed)
         a = self.atoms
-        idx = torch.multinomial(self.concept_probs.expand(n, -1), self.active_shared, replacement=False, generator=g)
+        idx = torch.multinomial(
+            self.concept_probs.expand(n, -1), self.active_shared, replacement=False, generator=g
+        )
         coef = 0.5 + torch.rand(n, self.active_shared, generator=g)
         shared = torch.zeros(n, self.n_shared).scatter_(1, idx, coef)  # [n, C]
         img_only = torch.zeros(n, self.n_image)
-        img_only[torch.arange(n), torch.randint(self.n_image, (n,), generator=g)] = 0.5 + torch.rand(n, generator=g)
+        img_only[torch.arange(n), torch.randint(self.n_image, (n,), generator=g)] = 0.5 + torch.rand(
+            n, generator=g
+        )
         txt_only = torch.zeros(n, self.n_text)
-        txt_only[torch.arange(n), torch.randint(self.n_text, (n,), generator=g)] = 0.5 + torch.rand(n, generator=g)
+        txt_only[torch.arange(n), torch.randint(self.n_text, (n,), generator=g)] = 0.5 + torch.rand(
+            n, generator=g
+        )
         img = shared @ a["shared"] + img_only @ a["image"] + self.bias * a["bias_image"]
-        txt = self.text_amplitude * shared @ a["text_shared"] + txt_only @ a["text"] + self.bias * a["bias_text"]
+        txt = (
+            self.text_amplitude * shared @ a["text_shared"]
+            + txt_only @ a["text"]
+            + self.bias * a["bias_text"]
+        )
         img = img + self.noise * torch.randn(n, self.d, generator=g)
         txt = txt + self.noise * torch.randn(n, self.d, generator=g)
         n_img, n_txt = img.norm(dim=1, keepdim=True), txt.norm(dim=1, keepdim=True)

@@ -53,7 +53,7 @@ def shuffle_some_pairs(txt: torch.Tensor, fraction: float, seed: int) -> torch.T
     """A copy of ``txt`` in which a ``fraction`` of rows is permuted among themselves (mismatched pairs)."""
     if not 0.0 <= fraction <= 1.0:
         raise IsoEnergyError(f"shuffle_pairs must be in [0, 1], got {fraction}")
-    m = int(round(fraction * txt.shape[0]))
+    m = round(fraction * txt.shape[0])
     if m < 2:
         return txt
     g = torch.Generator().manual_seed(int(seed) + 7919)
@@ -192,7 +192,7 @@ def beta_sweep(
     img, txt = check_pairs(img, txt)
     betas = sorted({0.0, *(check_beta(b) for b in betas)})
     perm = torch.randperm(img.shape[0], generator=torch.Generator().manual_seed(int(seed)))
-    n_val = max(1, int(round(val_fraction * img.shape[0])))
+    n_val = max(1, round(val_fraction * img.shape[0]))
     val, tr = perm[:n_val], perm[n_val:]
     r2 = []
     for b in betas:
