@@ -56,17 +56,23 @@ def score_sae(sae, toy: IsoEnergyToy, ei: torch.Tensor, et: torch.Tensor, eps: f
     return out, rep
 
 
-def gap_interventions(sae, rep, ei: torch.Tensor, et: torch.Tensor, n: int, batch: int, seed: int) -> dict:
-    """The gap table: original, reconstructed, bimodal-only, unimodal-only, mean-centred, shifted."""
+def baseline_gaps(ei: torch.Tensor, et: torch.Tensor, n: int, batch: int, seed: int) -> dict:
+    """The gap table of the embeddings themselves: original, mean-centred, ∓Δ/2-shifted."""
+    variants = {"original": (ei, et), "mean-centred": mean_center(ei, et), "shifted": shift_gap(ei, et)}
+    return gap_table(variants, n=n, batch=batch, seed=seed)
+
+
+def gap_interventions(
+    sae, rep, ei: torch.Tensor, et: torch.Tensor, n: int, batch: int, seed: int, baselines: dict | None = None
+) -> dict:
+    """The gap table: reconstructed, bimodal-only, unimodal-only, then the baselines (computed unless given)."""
     variants = {
-        "original": (ei, et),
         "reconstructed": (restrict(sae, ei, rep, "all"), restrict(sae, et, rep, "all")),
         "bimodal-only": (restrict(sae, ei, rep, "bimodal"), restrict(sae, et, rep, "bimodal")),
         "unimodal-only": (restrict(sae, ei, rep, "unimodal"), restrict(sae, et, rep, "unimodal")),
-        "mean-centred": mean_center(ei, et),
-        "shifted": shift_gap(ei, et),
     }
-    return gap_table(variants, n=n, batch=batch, seed=seed)
+    table = gap_table(variants, n=n, batch=batch, seed=seed)
+    return {**table, **(baselines or baseline_gaps(ei, et, n, batch, seed))}
 
 
 def run_cell(
@@ -83,13 +89,15 @@ def run_cell(
     img, txt = toy.sample(int(cfg.data.train_pairs), seed=seed)
     ei, et = toy.sample(int(cfg.data.eval_pairs), seed=EVAL_SEED + seed)
     out: dict[str, Any] = {"reports": {}}
+    n_w, batch = int(cfg.eval.wasserstein_n), int(cfg.eval.recall_batch)
+    baselines = baseline_gaps(ei, et, n_w, batch, seed) if gaps else None
     for arm, over in arms.items():
         kw = {
             "beta": float(cfg.train.beta),
             "n_atoms": int(cfg.sae.n_atoms),
             "k": int(cfg.sae.k),
             "normalize_atoms": bool(cfg.sae.normalize_atoms),
-            "epochs": int(cfg.train.epochs),
+            "epochs": int(setting.get("epochs") or cfg.train.epochs),  # a cell may train longer
             "batch_pairs": int(cfg.train.batch_pairs),
             "lr": float(cfg.train.lr),
             "align": str(cfg.train.align),
@@ -100,11 +108,10 @@ def run_cell(
         metrics, rep = score_sae(trained.sae, toy, ei, et, float(cfg.eval.eps))
         metrics["seconds"] = round(trained.seconds, 2)
         metrics["beta"] = kw["beta"]
+        metrics["epochs"] = kw["epochs"]
         metrics["final_loss"] = trained.history["loss"][-1]
         if gaps:
-            metrics["gap"] = gap_interventions(
-                trained.sae, rep, ei, et, int(cfg.eval.wasserstein_n), int(cfg.eval.recall_batch), seed
-            )
+            metrics["gap"] = gap_interventions(trained.sae, rep, ei, et, n_w, batch, seed, baselines)
         out[arm] = metrics
         out["reports"][arm] = rep
         out.setdefault("_sae", {})[arm] = trained.sae

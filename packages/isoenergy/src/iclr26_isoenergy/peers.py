@@ -234,7 +234,7 @@ def maybe_peers(cfg: Any, ctx: Any, cell: dict[str, Any]) -> dict[str, Any] | No
         torch.cat([ei, et]),
         n_atoms=int(cfg.sae.n_atoms),
         k=int(cfg.sae.k),
-        epochs=int(cfg.train.epochs),
+        epochs=int(cell["sae"]["epochs"]),
         batch_pairs=int(cfg.train.batch_pairs),
         lr=float(cfg.train.lr),
         seed=int(cfg.seed),
@@ -242,7 +242,7 @@ def maybe_peers(cfg: Any, ctx: Any, cell: dict[str, Any]) -> dict[str, Any] | No
     pot = pot_agreement(ei, et, int(cfg.eval.wasserstein_n), int(cfg.seed))
     note = (
         f"θ=0°, α=1 toy, {img.shape[0]} training pairs, {ei.shape[0]} evaluation pairs, K={int(cfg.sae.n_atoms)}, "
-        f"{int(cfg.train.epochs)} epochs of {int(cfg.train.batch_pairs)} pairs, OneCycle max lr {float(cfg.train.lr):g}."
+        f"{int(cell['sae']['epochs'])} epochs of {int(cfg.train.batch_pairs)} pairs, OneCycle max lr {float(cfg.train.lr):g}."
     )
     if missing:
         note += " " + missing_line(missing) + "."

@@ -163,7 +163,7 @@ def claim_c4(cells: dict) -> Claim:
         bi >= 0.8 * rec and uni <= 0.05,
         "mean over seeds: bimodal-only >= 0.8 x reconstructed and unimodal-only <= 0.05 (chance 1/256)",
         f"original {orig:.3f}, mean-centred {cen:.3f}; SAE (β=0) bimodal-only "
-        f"{_mean(_gap(cells, 'sae', 'bimodal-only', 'recall@1')):.3f}",
+        f"{_mean(_gap(cells, 'sae', 'bimodal-only', 'recall@1')):.3f}; {cells['c34'][0]['sae_a']['epochs']} epochs",
     )
 
 
