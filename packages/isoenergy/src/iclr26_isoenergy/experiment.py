@@ -102,6 +102,7 @@ def run_cell(
             "lr": float(cfg.train.lr),
             "align": str(cfg.train.align),
             "mask_top1": bool(cfg.train.mask_top1),
+            "schedule": str(cfg.train.get("schedule", "onecycle")),
             **over,
         }
         trained = train_aligned_sae(img, txt, seed=seed, device=device, **kw)

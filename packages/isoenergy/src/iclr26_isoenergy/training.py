@@ -79,6 +79,7 @@ def train_aligned_sae(
     mask_top1: bool = True,
     grad_clip: float = 1.0,
     shuffle_pairs: float = 0.0,
+    schedule: str = "onecycle",
     device: str = "cpu",
     progress: bool = False,
     desc: str | None = None,
@@ -86,6 +87,7 @@ def train_aligned_sae(
     """Train an MP-SAE on matched pairs (img[i], txt[i]) with Eq. 1; β = 0 is the plain SAE.
 
     ``align``: "cosine" (top-1 masked pair cosine, Eq. 1) or "energy" (explicit Iso-Energy loss).
+    ``schedule``: "onecycle" (the paper's, max = ``lr``) or "constant" (a pilot control).
     Raises `IsoEnergyError` for bad input (unpaired rows, other dimensions, NaN, β < 0, k > n_atoms, fewer
     pairs than one batch) and `iclr26_core.errors.TrainingDiverged` for a NaN loss.
     """
@@ -100,12 +102,18 @@ def train_aligned_sae(
         raise IsoEnergyError(f"epochs and batch_pairs must be >= 1, got {epochs} and {batch_pairs}")
     if not lr > 0:
         raise IsoEnergyError(f"lr must be > 0, got {lr}")
+    if schedule not in ("onecycle", "constant"):
+        raise IsoEnergyError(f"unknown schedule {schedule!r}; choose onecycle or constant")
     n = img.shape[0]
     if n < batch_pairs:
         raise IsoEnergyError(f"{n} pairs are fewer than one batch of {batch_pairs}; lower batch_pairs")
     sae = MatchingPursuitSAE(img.shape[1], n_atoms, k, normalize_atoms, seed=seed)
     txt = shuffle_some_pairs(txt, float(shuffle_pairs), seed)
     steps = epochs * (n // batch_pairs)
+
+    def multiplier(step: int) -> float:
+        return one_cycle(step, steps) if schedule == "onecycle" else 1.0
+
     history: dict[str, list[float]] = {"loss": [], "rec": [], "align": [], "lr": []}
 
     def batches(step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,8 +158,8 @@ def train_aligned_sae(
         loss_fn=loss_fn,
         optimizer=opt,
         batches=batches,
-        lr_schedule=lambda s: one_cycle(s, steps),
-        on_step=lambda s, loss: history["lr"].append(lr * one_cycle(s, steps)),
+        lr_schedule=multiplier,
+        on_step=lambda s, loss: history["lr"].append(lr * multiplier(s)),
     )
     history["loss"] = list(result.losses)
     sae = sae.cpu().eval()
@@ -165,6 +173,7 @@ def train_aligned_sae(
         "mask_top1": mask_top1,
         "grad_clip": grad_clip,
         "shuffle_pairs": shuffle_pairs,
+        "schedule": schedule,
         "seed": seed,
         "steps": steps,
         "pairs": n,
