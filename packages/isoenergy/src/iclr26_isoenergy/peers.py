@@ -224,7 +224,7 @@ def maybe_peers(cfg: Any, ctx: Any, cell: dict[str, Any]) -> dict[str, Any] | No
 
     missing = missing_peers()
     if missing:
-        ctx.log(missing_line(missing))
+        ctx.peers_missing(missing)  # one line now, and in report.md / metrics.json
     img, txt, ei, et = cell["_data"]
     ours = {"peer": f"iclr26-isoenergy MatchingPursuitSAE k={int(cfg.sae.k)}", "status": "ok",
             "r2": cell["sae"]["r2"], "l0": cell["sae"]["l0"], "seconds": cell["sae"]["seconds"]}  # fmt: skip

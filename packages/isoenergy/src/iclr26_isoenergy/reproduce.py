@@ -12,8 +12,6 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-import torch
-
 from iclr26_core.report import Claim, Results
 
 from .experiment import run_cell
@@ -172,17 +170,8 @@ def _public(run: dict) -> dict:
 
 
 def run(cfg: Any, ctx: Any) -> Results:
-    """All cells x seeds, the claims, the figures and (``peers=true``) peers.md."""
-    threads = torch.get_num_threads()
-    if int(cfg.get("threads", 0)) > 0:
-        torch.set_num_threads(int(cfg.threads))
-    try:
-        return _run(cfg, ctx)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _run(cfg: Any, ctx: Any) -> Results:
+    """All cells x seeds, the claims, the figures and (``peers=true``) peers.md. (The core applies the
+    ``threads`` setting and folds third-party chatter around this call.)"""
     seeds = [int(cfg.seed) + i for i in range(int(cfg.seeds))]
     arms = {"sae": {"beta": 0.0}, "sae_a": {}}
     jobs = [(cell, s) for s in seeds for cell in CELLS if cell in cfg.cells]
