@@ -202,6 +202,9 @@ def apply_to_model(
     skip = tuple(skip or ())
     batches = _batches(calib_batches, batch_size)
     path, layers = decoder_layers(model)
+    for i, layer in enumerate(layers):  # every shape is checked before anything is modified
+        for _, module, kind in layer_targets(model, layer, f"{path}.{i}", skip)[0]:
+            check_nm_fits(cfg.nm, module.weight.shape[1 if kind == "linear" else 0])
     if rotate:
         from .hadamard import hadamard_rotate
 
@@ -217,7 +220,7 @@ def apply_to_model(
     report.calib_tokens = sum(int(b.numel()) for b in batches)
     from iclr26_core.cli import progress as progress_bar
 
-    bar = progress_bar(range(len(layers)), desc=desc, disable=not progress, leave=False) if progress else None
+    bar = progress_bar(range(len(layers)), desc=desc, leave=False) if progress else None
     compressed: list[tuple[str, nn.Module]] = []
     for i in range(len(layers)):
         layer = layers[i]

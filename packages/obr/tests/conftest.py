@@ -1,0 +1,28 @@
+"""Shared fixtures of the iclr26-obr tests."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from iclr26_core.testing import torch_threads
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread():
+    with torch_threads(1):  # tiny tensors on a shared 2-core machine
+        yield
+
+
+@pytest.fixture(scope="session")
+def random_spd():
+    return _random_spd
+
+
+def _random_spd(c: int, seed: int = 0, tokens: int | None = None) -> torch.Tensor:
+    """A random SPD Hessian 2XXᵀ/L from L Gaussian tokens with correlated channels (float64)."""
+    g = torch.Generator().manual_seed(seed)
+    tokens = tokens or 4 * c
+    a = torch.eye(c, dtype=torch.float64) + 0.5 * torch.randn(c, c, generator=g, dtype=torch.float64) / c**0.5
+    x = torch.randn(tokens, c, generator=g, dtype=torch.float64) @ a.t()
+    return 2 * x.t() @ x / tokens
