@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
+import numpy as np
 import pytest
 import torch
 import transformers
@@ -13,7 +14,7 @@ from iclr26_core.errors import UserError
 from iclr26_core.models import tiny_model
 from iclr26_core.testing import odd_model
 from iclr26_obr import apply_to_model, hadamard_rotate
-from iclr26_obr.actquant import remove_act_quant
+from iclr26_obr.actquant import add_act_quant, quantize_groups_asym, quantize_per_token, remove_act_quant
 
 IDS = torch.randint(3, 99, (8, 24), generator=torch.Generator().manual_seed(0))
 
@@ -77,6 +78,7 @@ def test_compressed_layers_see_compressed_inputs():
     assert torch.equal(w_a, b.model.layers[1].mlp.down_proj.weight)  # deterministic
 
 
+@torch.no_grad()
 def test_hadamard_rotate_keeps_logits():
     model = tiny_model("llama", "tiny", seed=1)
     ids = IDS % 500
@@ -90,6 +92,7 @@ def test_hadamard_rotate_keeps_logits():
     assert float((online(input_ids=ids).logits - ref2).abs().max()) < 1e-4
 
 
+@torch.no_grad()
 def test_qwen2_tied_embeddings_rotate_and_compress():
     cfg = transformers.Qwen2Config(
         vocab_size=99,
@@ -122,16 +125,32 @@ def test_rotate_refuses_gpt2_and_leaves_it_alone():
 def test_activation_and_kv_quantisation_hooks():
     model = tiny_model("llama", "tiny", seed=2, intermediate_size=256)
     ids = IDS % 500
-    plain = copy.deepcopy(model)
-    apply_to_model(plain, ids, method="obr_rtn", rotate=True, progress=False)
     apply_to_model(model, ids, method="obr_rtn", rotate=True, act_bits=4, kv_bits=4, progress=False)
     quant = model(input_ids=ids).logits
     assert torch.isfinite(quant).all() and len(model.obr_act_hooks) == 14 + 4
-    assert float((quant - plain(input_ids=ids).logits).abs().max()) > 0
+    assert hasattr(model.model.layers[0].mlp.down_proj, "obr_hadamard")  # online rotation before down_proj
     remove_act_quant(model)
-    down = model.model.layers[0].mlp.down_proj
-    assert hasattr(down, "obr_hadamard")  # the online rotation before down_proj stays (it is exact)
-    assert float((model(input_ids=ids).logits - plain(input_ids=ids).logits).abs().max()) < 1e-3
+    plain = model(input_ids=ids).logits
+    assert float((quant - plain).abs().max()) > 1e-3  # the hooks did change the activations
+    add_act_quant(
+        model, [("model.layers.0.self_attn.k_proj", model.model.layers[0].self_attn.k_proj)], None, 8
+    )
+    assert 0 < float((model(input_ids=ids).logits - plain).abs().max()) < 0.5  # 8-bit K: a small change
+    remove_act_quant(model)
+    assert torch.equal(model(input_ids=ids).logits, plain)
+
+
+def test_quantisers_of_activations_against_numpy():
+    x = torch.randn(3, 5, 256, dtype=torch.float64)
+    q = quantize_per_token(x, 4)
+    s = x.abs().amax(-1, keepdim=True).numpy() / 7
+    np.testing.assert_allclose(q.numpy(), np.clip(np.round(x.numpy() / s), -8, 7) * s)
+    g = quantize_groups_asym(x, 4, 128).numpy().reshape(3, 5, 2, 128)
+    xs = x.numpy().reshape(3, 5, 2, 128)
+    lo, hi = xs.min(-1, keepdims=True), xs.max(-1, keepdims=True)
+    sc = (hi - lo) / 15
+    z = np.round(-lo / sc)
+    np.testing.assert_allclose(g, (np.clip(np.round(xs / sc) + z, 0, 15) - z) * sc)
 
 
 def test_bad_calibration_input():

@@ -204,7 +204,10 @@ def run(cfg: Any, ctx: Any) -> Results:
 
     from iclr26_core.fs import atomic_write_text
 
+    from .commands import quiet_transformers
+
     torch.set_num_threads(int(cfg.get("threads", 1)))
+    quiet_transformers()
     errs = synthetic_errors(cfg, ctx)
     sparsities = [float(s) for s in cfg.c2.sparsities]
     alphas = [float(a) for a in cfg.ablation.alphas]
