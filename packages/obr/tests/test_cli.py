@@ -11,35 +11,30 @@ from safetensors.torch import load_file
 
 from iclr26_core.models import tiny_model
 from iclr26_core.testing import (
+    assert_help_is_fast,
     assert_one_line_error,
     assert_refuses_nonempty_out,
-    imports_torch,
-    reproduce_smoke,
+    check_smoke_report,
     run_cli,
+    smoke_run_fixture,
 )
 from iclr26_core.tokenizers import train_bpe
 from iclr26_obr.cli import main
 
 
 def test_help_does_not_import_torch():
-    assert imports_torch("from iclr26_obr.cli import main; main(['--help'])") is False
-    assert imports_torch("from iclr26_obr.cli import main; main(['compress', '--help'])") is False
+    assert_help_is_fast("iclr26_obr", ["compress", "--help"], ["evaluate", "--help"])
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("smoke") / "run"
-    return out, reproduce_smoke(main, out)
+smoke_run = smoke_run_fixture(main)
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
-    names = {p.name for p in out.iterdir()}
-    assert {"config.yaml", "metrics.json", "report.md", "layer_error.png", "alpha_ablation.md"} <= names
-    m = json.loads((out / "metrics.json").read_text())
-    assert m["paper"] == "obr" and m["scale"] == "smoke"
+    m = check_smoke_report(
+        out, res, "obr", claims=["C1", "C2", "C3", "C4", "C5"], files=["layer_error.png", "alpha_ablation.md"]
+    )
     claims = {c["id"]: c for c in m["claims"]}
-    assert sorted(claims) == ["C1", "C2", "C3", "C4", "C5"]
     # recompute every verdict from the raw numbers with the spec's rules
     mean = {s: {k: sum(v) / len(v) for k, v in d.items()} for s, d in m["synthetic"].items()}
     w = mean["W4+50%"]

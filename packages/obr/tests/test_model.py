@@ -122,6 +122,7 @@ def test_rotate_refuses_gpt2_and_leaves_it_alone():
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
+@torch.no_grad()
 def test_activation_and_kv_quantisation_hooks():
     model = tiny_model("llama", "tiny", seed=2, intermediate_size=256)
     ids = IDS % 500

@@ -45,8 +45,11 @@ def _levels(model: torch.nn.Module) -> tuple[float, int]:
     return zeros / max(total, 1), levels
 
 
-def llmcompressor_sparsegpt_gptq(model, tokenizer, calib: torch.Tensor, sparsity: float, bits: int) -> Any:
-    """Run llm-compressor's SparseGPT then GPTQ on a copy of ``model`` (saved and reloaded); returns the copy."""
+def llmcompressor_sparsegpt_gptq(
+    model, tokenizer, calib: torch.Tensor, sparsity: float, bits: int | None
+) -> Any:
+    """Run llm-compressor's SparseGPT then GPTQ (``bits=None``: SparseGPT alone) on ``model`` saved and reloaded
+    as a user's model arrives; returns the compressed copy."""
     os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "ERROR")  # read when llmcompressor is first imported
     import datasets
     import transformers
@@ -64,7 +67,7 @@ def llmcompressor_sparsegpt_gptq(model, tokenizer, calib: torch.Tensor, sparsity
         )
         scheme = QuantizationScheme(
             targets=["Linear"],
-            weights=QuantizationArgs(num_bits=bits, type="int", symmetric=True, strategy="channel"),
+            weights=QuantizationArgs(num_bits=bits or 4, type="int", symmetric=True, strategy="channel"),
         )
         recipe = [
             SparseGPTModifier(
@@ -75,7 +78,7 @@ def llmcompressor_sparsegpt_gptq(model, tokenizer, calib: torch.Tensor, sparsity
                 block_size=128,
             ),
             GPTQModifier(config_groups={"group_0": scheme}, ignore=["lm_head"], block_size=128),
-        ]
+        ][: 1 if bits is None else 2]
         chatter = io.StringIO()
         with contextlib.redirect_stderr(chatter), contextlib.redirect_stdout(chatter):
             oneshot(
@@ -89,6 +92,36 @@ def llmcompressor_sparsegpt_gptq(model, tokenizer, calib: torch.Tensor, sparsity
                 pipeline="sequential",
             )
     return peer
+
+
+def _peer_row(
+    label: str, first: dict[str, Any], sparsity: float, bits: int | None, batch: int, ctx: Any
+) -> dict:
+    t0 = time.perf_counter()
+    try:
+        peer = llmcompressor_sparsegpt_gptq(
+            copy.deepcopy(first["model"]).cpu(), first["tokenizer"], first["calib"], sparsity, bits
+        )
+    except Exception as exc:  # a peer failing is a row, never a crash
+        ctx.log(f"bench: llm-compressor {label} failed ({type(exc).__name__})")
+        return {
+            "method": label,
+            "source": "llmcompressor",
+            "note": f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+        }
+    seconds = time.perf_counter() - t0
+    sp, levels = _levels(peer)
+    dppl = perplexity(peer, first["val"], batch_size=batch) - first["ppl_dense"]
+    ctx.log(f"bench: llm-compressor {label}: dPPL {dppl:+.3f}, sparsity {sp:.3f}")
+    note = f"max {levels} distinct values per row" if bits is not None else ""
+    return {
+        "method": label,
+        "source": "llmcompressor",
+        "dppl": dppl,
+        "sparsity": sp,
+        "seconds": seconds,
+        "note": note,
+    }
 
 
 def run_bench(cfg: Any, ctx: Any, first: dict[str, Any], lm: dict[str, Any]) -> dict[str, Any]:
@@ -111,46 +144,42 @@ def run_bench(cfg: Any, ctx: Any, first: dict[str, Any], lm: dict[str, Any]) -> 
     note_line = ""
     if missing:
         note_line = f"peers not installed: {', '.join(missing)} ({INSTALL_HINT})"
-        ctx.log(note_line)
-    elif first["tokenizer"] is None or lmc.nm is not None or lmc.bits is None or lmc.rotate:
+        ctx.peers_missing(missing)  # one line now, and in report.md / metrics.json
+    elif first["tokenizer"] is None or lmc.nm is not None or lmc.bits is None:
         note_line = (
             "llm-compressor bench skipped: needs the tiny model's tokenizer, W4 and unstructured sparsity"
         )
         ctx.log(note_line)
     else:
+        from .model import apply_to_model
+
+        ours = copy.deepcopy(first["model"])
         t0 = time.perf_counter()
-        try:
-            peer = llmcompressor_sparsegpt_gptq(
-                copy.deepcopy(first["model"]).cpu(),
-                first["tokenizer"],
-                first["calib"],
-                float(lmc.sparsity),
-                int(lmc.bits),
-            )
-            seconds = time.perf_counter() - t0
-            sparsity, levels = _levels(peer)
-            ppl = perplexity(peer, first["val"], batch_size=int(lmc.eval_batch_size))
-            rows.append(
-                {
-                    "method": "SparseGPTModifier + GPTQModifier",
-                    "source": "llmcompressor",
-                    "dppl": ppl - first["ppl_dense"],
-                    "sparsity": sparsity,
-                    "seconds": seconds,
-                    "note": f"max {levels} distinct values per row",
-                }
-            )
-            ctx.log(
-                f"bench: llm-compressor SparseGPT+GPTQ dPPL {ppl - first['ppl_dense']:+.3f}, sparsity {sparsity:.3f}"
-            )
-        except Exception as exc:  # a peer failing is a row, never a crash
-            rows.append(
-                {
-                    "method": "SparseGPTModifier + GPTQModifier",
-                    "source": "llmcompressor",
-                    "note": f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
-                }
-            )
+        rep = apply_to_model(
+            ours,
+            first["calib"],
+            method="sparsegpt_gptq",
+            bits=None,
+            sparsity=float(lmc.sparsity),
+            progress=False,
+        )
+        ppl = perplexity(ours, first["val"], batch_size=int(lmc.eval_batch_size))
+        rows.insert(
+            0,
+            {
+                "method": "sparsegpt (pruning only)",
+                "source": "iclr26-obr",
+                "dppl": ppl - first["ppl_dense"],
+                "sparsity": rep.sparsity,
+                "seconds": time.perf_counter() - t0,
+                "note": "",
+            },
+        )
+        for label, bits in (
+            ("SparseGPTModifier (pruning only)", None),
+            ("SparseGPTModifier + GPTQModifier", int(lmc.bits)),
+        ):
+            rows.append(_peer_row(label, first, float(lmc.sparsity), bits, int(lmc.eval_batch_size), ctx))
     lines = [
         "# Side by side (C5 model, first training seed, W4 + 50 % unstructured)",
         "",

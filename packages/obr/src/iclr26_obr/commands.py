@@ -48,27 +48,12 @@ def _blocks(tokenizer: Any, text: str, seqlen: int, what: str):
     return ids[: n * seqlen].view(n, seqlen).to(torch.long)
 
 
-def quiet_transformers() -> None:
-    """No loading/saving progress bars and no info chatter from transformers / the hub (one line per event)."""
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    try:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
-    except ImportError:  # pragma: no cover
-        pass
-
-
 def _load(model_ref: str, device: str):
     import torch
 
     from iclr26_core.cli import pick_device
     from iclr26_core.models import load_causal_lm, load_tokenizer
 
-    quiet_transformers()
     dev = pick_device(device)
     model = load_causal_lm(model_ref, dtype=torch.bfloat16 if dev == "cuda" else torch.float32)
     tokenizer = load_tokenizer(model_ref)

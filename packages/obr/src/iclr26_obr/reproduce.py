@@ -200,14 +200,8 @@ def alpha_table(errs: dict, alphas: list[float]) -> str:
 
 def run(cfg: Any, ctx: Any) -> Results:
     """Run C1-C5, the α ablation and (when ``bench``) the peers; figures and tables in ctx.run_dir."""
-    import torch
-
     from iclr26_core.fs import atomic_write_text
 
-    from .commands import quiet_transformers
-
-    torch.set_num_threads(int(cfg.get("threads", 1)))
-    quiet_transformers()
     errs = synthetic_errors(cfg, ctx)
     sparsities = [float(s) for s in cfg.c2.sparsities]
     alphas = [float(a) for a in cfg.ablation.alphas]
