@@ -74,10 +74,10 @@ def llmcompressor_sparsegpt_gptq(
                 sparsity=sparsity,
                 mask_structure="0:0",
                 targets=["Linear"],
-                ignore=["lm_head"],
+                ignore=["re:.*lm_head"],
                 block_size=128,
             ),
-            GPTQModifier(config_groups={"group_0": scheme}, ignore=["lm_head"], block_size=128),
+            GPTQModifier(config_groups={"group_0": scheme}, ignore=["re:.*lm_head"], block_size=128),
         ][: 1 if bits is None else 2]
         chatter = io.StringIO()
         with contextlib.redirect_stderr(chatter), contextlib.redirect_stdout(chatter):
@@ -90,6 +90,7 @@ def llmcompressor_sparsegpt_gptq(
                 max_seq_length=calib.shape[1],
                 shuffle_calibration_samples=False,
                 pipeline="sequential",
+                tie_word_embeddings=bool(getattr(model.config, "tie_word_embeddings", False)),
             )
     return peer
 
