@@ -14,28 +14,35 @@ def layer_error_figure(
     errs: dict[str, dict[str, list[float]]], alphas: list[float], lm: dict, path: Path
 ) -> str:
     plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4), gridspec_kw={"width_ratios": [2.2, 1, 1.2]})
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.2), gridspec_kw={"width_ratios": [2.2, 1, 1.2]})
     ax = axes[0]
     settings = [s for s in SETTING_ORDER if s in errs] + sorted(s for s in errs if s.startswith("prune"))
     labels: list[str] = []
     for s in settings:
         labels += [lab for lab in errs[s] if lab not in labels]
-    width = 0.8 / max(len(labels), 1)
-    for j, lab in enumerate(labels):
-        xs, ys, lo, hi = [], [], [], []
-        for i, s in enumerate(settings):
-            if lab in errs[s]:
-                v = errs[s][lab]
-                xs.append(i + (j - len(labels) / 2) * width + width / 2)
-                ys.append(statistics.fmean(v))
-                lo.append(ys[-1] - min(v))
-                hi.append(max(v) - ys[-1])
-        ax.bar(xs, ys, width, yerr=[lo, hi], label=lab, capsize=2)
+    colors = {lab: plt.get_cmap("tab20")(i % 20) for i, lab in enumerate(labels)}
+    seen: set[str] = set()
+    for i, s in enumerate(settings):
+        present = list(errs[s])
+        width = 0.8 / len(present)
+        for j, lab in enumerate(present):
+            v = errs[s][lab]
+            y = statistics.fmean(v)
+            ax.bar(
+                i - 0.4 + (j + 0.5) * width,
+                y,
+                width,
+                yerr=[[y - min(v)], [max(v) - y]],
+                color=colors[lab],
+                capsize=2,
+                label=None if lab in seen else lab,
+            )
+            seen.add(lab)
     ax.set_xticks(range(len(settings)), settings)
     ax.set_yscale("log")
     ax.set_ylabel("held-out ‖WX − ŴX‖² / ‖WX‖²")
     ax.set_title("synthetic rotated layer (mean, min-max over seeds)")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.09))
     ax = axes[1]
     for lab in ("OBR_GPTQ", "OBR_RTN"):
         ax.plot(alphas, [statistics.fmean(errs[f"alpha={a:g}"][lab]) for a in alphas], "o-", label=lab)
