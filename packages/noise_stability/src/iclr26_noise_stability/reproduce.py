@@ -22,6 +22,7 @@ from iclr26_core.report import Results
 
 from . import figures
 from .grok_claims import claim_c3, claim_c4, peers_markdown, summarize
+from .errors import check_gamma, check_noise, check_rho, check_sign
 from .grokking import check_arm, run_grid, sweep_arms
 from .peers import missing_peers
 from .theory_claims import claim_c1, claim_c2
@@ -38,6 +39,11 @@ def plan_arms(cfg: Any) -> tuple[list[str], list[str]]:
         arms += [f"wd{float(w):g}" for w in cfg.bench_weight_decays]
     arms += sweep_arms(list(cfg.sweep.gamma), list(cfg.sweep.rho), float(cfg.reg.gamma), float(cfg.reg.rho))
     arms = [check_arm(a) for a in dict.fromkeys(arms)]
+    check_gamma(cfg.reg.gamma)
+    check_rho(cfg.reg.rho, tokens=True)
+    check_sign(cfg.reg.S)
+    check_noise(cfg.reg.noise)
+    check_rho(cfg.stability.rho, tokens=True)
     missing = missing_peers(arms)
     from .peers import PEER_DISTS
 
