@@ -18,6 +18,14 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _quiet() -> None:
+    """No third-party chatter: transformers' weight-loading bars and info logs off."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def _read_text(path: str) -> str:
     p = Path(path).expanduser()
     if not p.is_file():
@@ -56,6 +64,7 @@ def measure(args: Any) -> int:
         raise UserError("--seq-len, --samples and --degree must be >= 1")
     out = check_out_dir(args.out)
     torch.set_num_threads(1)
+    _quiet()
     model = load_causal_lm(args.model).eval()
     vocab = int(model.config.vocab_size)
     max_pos = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
@@ -113,6 +122,7 @@ def finetune(args: Any) -> int:
     out = check_out_dir(args.out)
     text = _read_text(args.text)
     torch.set_num_threads(1)
+    _quiet()
     model = load_causal_lm(args.model)
     tok = load_tokenizer(args.model)
     blocks = _blocks(text, tok, args.seq_len)

@@ -55,8 +55,8 @@ def run(cfg: Any, ctx: Any) -> Results:
     import torch
 
     torch.set_num_threads(max(1, int(cfg.threads)))
-    if int(cfg.seeds) < 1:
-        raise UserError(f"seeds must be >= 1, got {cfg.seeds}")
+    if int(cfg.seeds) < 1 or int(cfg.extra_seeds) < 1:
+        raise UserError(f"seeds and extra_seeds must be >= 1, got {cfg.seeds}, {cfg.extra_seeds}")
     arms, missing = plan_arms(cfg)
     g = OmegaConf.to_container(cfg.grok, resolve=True)
     ctx.log(
@@ -70,7 +70,9 @@ def run(cfg: Any, ctx: Any) -> Results:
     c2, c2_raw = claim_c2(OmegaConf.to_container(cfg.c2, resolve=True), ctx.seed, ctx.progress)
     plain = OmegaConf.to_container(cfg, resolve=True)
     seeds = [ctx.seed + i for i in range(int(cfg.seeds))]
-    grid = run_grid(plain, arms, seeds, ctx)
+    extra = seeds[: max(1, int(cfg.extra_seeds))]
+    jobs = [(a, s) for s in seeds for a in arms if a in ("base", "reg") or s in extra]
+    grid = run_grid(plain, jobs, ctx)
     c3, c3_raw = claim_c3(grid, g, plain["reg"])
     c4, c4_raw = claim_c4(grid, plain["c4"], plain["stability"])
     summaries = {a: summarize(grid[a], int(g["cap"])) for a in arms}
