@@ -37,14 +37,23 @@ def smoke_run(tmp_path_factory):
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
     names = {p.name for p in out.iterdir()}
-    assert {"config.yaml", "metrics.json", "report.md", "grokking.png", "stability.png", "relu_stability.png"} <= names
+    assert {
+        "config.yaml",
+        "metrics.json",
+        "report.md",
+        "grokking.png",
+        "stability.png",
+        "relu_stability.png",
+    } <= names
     m = json.loads((out / "metrics.json").read_text())
     assert m["scale"] == "smoke"
     claims = {c["id"]: c for c in m["claims"]}
     assert sorted(claims) == ["C1", "C2", "C3", "C4"]
     # recompute each verdict from the raw numbers with the spec's rules
     c1 = m["c1"]
-    assert claims["C1"]["holds"] == (c1["max_error"] < 2e-2 and c1["spread"] <= 1e-6 and 0.2 < c1["fixed_point"] < 0.23)
+    assert claims["C1"]["holds"] == (
+        c1["max_error"] < 2e-2 and c1["spread"] <= 1e-6 and 0.2 < c1["fixed_point"] < 0.23
+    )
     rows = {float(k): v for k, v in m["c2"]["rows"].items()}
     c2 = all(abs(v["identity"] - r) <= 0.05 for r, v in rows.items())
     c2 &= all(v["rho_s_hat"] <= v["gaussian"] <= 2.5 * v["rho_s_hat"] for v in rows.values())
@@ -78,8 +87,12 @@ def test_reproduce_refuses_nonempty_out(tmp_path):
 
 @pytest.mark.parametrize(
     "override,pattern",
-    [("reg.rho=1.5", "[0, 1]"), ("reg.gamma=-1", "gamma must be >= 0"), ("reg.S=2", "S must be 0"),
-     ("arms=[nope]", "unknown arm")],
+    [
+        ("reg.rho=1.5", "[0, 1]"),
+        ("reg.gamma=-1", "gamma must be >= 0"),
+        ("reg.S=2", "S must be 0"),
+        ("arms=[nope]", "unknown arm"),
+    ],
 )
 def test_reproduce_bad_settings_one_line(tmp_path, override, pattern):
     res = run_cli(main, ["reproduce", "scale=smoke", f"out={tmp_path / 'r'}", override, "c1.n_pairs=100"])
@@ -112,8 +125,24 @@ def text_file(tmp_path_factory):
 
 def test_measure_on_a_saved_model(user_model, tmp_path, text_file):
     out = tmp_path / "m"
-    res = run_cli(main, ["measure", "--model", str(user_model), "--out", str(out), "--seq-len", "12",
-                         "--samples", "32", "--degree", "4", "--text", str(text_file)])
+    res = run_cli(
+        main,
+        [
+            "measure",
+            "--model",
+            str(user_model),
+            "--out",
+            str(out),
+            "--seq-len",
+            "12",
+            "--samples",
+            "32",
+            "--degree",
+            "4",
+            "--text",
+            str(text_file),
+        ],
+    )
     assert res.code == 0, res.output
     s = json.loads((out / "stability.json").read_text())
     assert 0.0 <= s["stability"] <= 1.0 + 1e-6 and 0.0 <= s["stability_text"] <= 1.0 + 1e-6
@@ -124,20 +153,59 @@ def test_measure_on_a_saved_model(user_model, tmp_path, text_file):
 
 def test_finetune_on_a_saved_model(user_model, tmp_path, text_file):
     out = tmp_path / "ft"
-    res = run_cli(main, ["finetune", "--model", str(user_model), "--text", str(text_file), "--out", str(out),
-                         "--steps", "4", "--eval-every", "2", "--seq-len", "32", "--batch-size", "4"])
+    res = run_cli(
+        main,
+        [
+            "finetune",
+            "--model",
+            str(user_model),
+            "--text",
+            str(text_file),
+            "--out",
+            str(out),
+            "--steps",
+            "4",
+            "--eval-every",
+            "2",
+            "--seq-len",
+            "32",
+            "--batch-size",
+            "4",
+        ],
+    )
     assert res.code == 0, res.output
     lines = [json.loads(x) for x in (out / "stability.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [0, 2, 4]
-    assert {"model.safetensors", "config.json", "tokenizer.json"} <= {p.name for p in (out / "checkpoint").iterdir()}
+    assert {"model.safetensors", "config.json", "tokenizer.json"} <= {
+        p.name for p in (out / "checkpoint").iterdir()
+    }
     assert (out / "curves.png").is_file()
 
 
 def test_finetune_nan_keeps_the_last_good_checkpoint(user_model, tmp_path, text_file):
     out = tmp_path / "nan"
-    res = run_cli(main, ["finetune", "--model", str(user_model), "--text", str(text_file), "--out", str(out),
-                         "--steps", "30", "--eval-every", "1", "--seq-len", "32", "--batch-size", "4",
-                         "--lr", "1e30"])
+    res = run_cli(
+        main,
+        [
+            "finetune",
+            "--model",
+            str(user_model),
+            "--text",
+            str(text_file),
+            "--out",
+            str(out),
+            "--steps",
+            "30",
+            "--eval-every",
+            "1",
+            "--seq-len",
+            "32",
+            "--batch-size",
+            "4",
+            "--lr",
+            "1e30",
+        ],
+    )
     # the run announced itself; the divergence is one line at the end, no traceback
     assert res.code == 2 and "Traceback" not in res.output, res.output
     line = res.stderr.strip().splitlines()[-1]
@@ -167,20 +235,28 @@ def test_train_verb(tmp_path):
 )
 def test_finetune_bad_settings_one_line(user_model, text_file, tmp_path, args, pattern):
     out = tmp_path / "bad"
-    res = run_cli(main, ["finetune", "--model", str(user_model), "--text", str(text_file), "--out", str(out), *args])
+    res = run_cli(
+        main, ["finetune", "--model", str(user_model), "--text", str(text_file), "--out", str(out), *args]
+    )
     assert_one_line_error(res, pattern)
     assert not out.exists()
 
 
 def test_measure_bad_inputs_one_line(user_model, tmp_path):
-    assert_one_line_error(run_cli(main, ["measure", "--model", str(tmp_path / "none"), "--out", str(tmp_path / "o")]),
-                          "does not exist")
+    assert_one_line_error(
+        run_cli(main, ["measure", "--model", str(tmp_path / "none"), "--out", str(tmp_path / "o")]),
+        "does not exist",
+    )
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "x").write_text("mine")
-    assert_one_line_error(run_cli(main, ["measure", "--model", str(user_model), "--out", str(busy)]), "not empty")
+    assert_one_line_error(
+        run_cli(main, ["measure", "--model", str(user_model), "--out", str(busy)]), "not empty"
+    )
     assert (busy / "x").read_text() == "mine"
     assert_one_line_error(
-        run_cli(main, ["measure", "--model", str(user_model), "--out", str(tmp_path / "o2"), "--seq-len", "500"]),
+        run_cli(
+            main, ["measure", "--model", str(user_model), "--out", str(tmp_path / "o2"), "--seq-len", "500"]
+        ),
         "positions",
     )

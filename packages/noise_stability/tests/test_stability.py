@@ -37,7 +37,9 @@ def test_relu_closed_form_ends_and_tensor():
     assert relu_stability(-1.0) == pytest.approx(0.0, abs=1e-12)
     assert relu_stability(0.0) == pytest.approx(1 / (2 * math.pi))
     r = torch.tensor([-0.5, 0.0, 0.7], dtype=torch.float64)
-    assert torch.allclose(relu_stability(r), torch.tensor([relu_stability(float(x)) for x in r], dtype=torch.float64))
+    assert torch.allclose(
+        relu_stability(r), torch.tensor([relu_stability(float(x)) for x in r], dtype=torch.float64)
+    )
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])

@@ -42,8 +42,18 @@ def test_train_reaches_target_and_stops():
 
     task = modular_addition(5, 0.5, split_seed=1)
     model = task_model(task, n_embd=32, n_head=2, n_inner=64, seed=0)
-    res = train_with_regularizer(model, task, steps=300, lr=1e-2, weight_decay=0.0, eval_every=10, target=1.0,
-                                 eval_fn=lambda m: accuracy(m, task, "train"), progress=False, stability_draws=2)
+    res = train_with_regularizer(
+        model,
+        task,
+        steps=300,
+        lr=1e-2,
+        weight_decay=0.0,
+        eval_every=10,
+        target=1.0,
+        eval_fn=lambda m: accuracy(m, task, "train"),
+        progress=False,
+        stability_draws=2,
+    )
     assert res.reached and res.steps_to_target == res.steps < 300 and res.steps % 10 == 0
     assert res.curve[-1]["train_acc"] == 1.0 and 0.0 <= res.curve[-1]["stability"] <= 1.0 + 1e-6
     assert res.seconds_to_target is not None and res.seconds_to_target <= res.seconds + 1e-9
@@ -53,8 +63,18 @@ def test_train_with_regularizer_records_a_curve():
     task = modular_addition(7, 0.5)
     model = task_model(task, n_embd=16, n_head=2, n_inner=32, seed=0)
     reg = NoiseStabilityRegularizer(0.75, 0.25, positions=task.positions)
-    res = train_with_regularizer(model, task, regularizer=reg, steps=20, lr=3e-3, weight_decay=1.0,
-                                 eval_every=10, target=1.01, progress=False, stability_draws=2)
+    res = train_with_regularizer(
+        model,
+        task,
+        regularizer=reg,
+        steps=20,
+        lr=3e-3,
+        weight_decay=1.0,
+        eval_every=10,
+        target=1.01,
+        progress=False,
+        stability_draws=2,
+    )
     assert not res.reached and res.capped_steps(20) == 20 and res.steps == 20
     assert [p["step"] for p in res.curve] == [10, 20] and res.diverged is None
 
@@ -62,8 +82,9 @@ def test_train_with_regularizer_records_a_curve():
 def test_nan_loss_stops_the_run():
     task = modular_addition(5, 0.5)
     model = task_model(task, n_embd=16, n_head=2, n_inner=32, seed=0)
-    res = train_with_regularizer(model, task, steps=50, lr=1e30, weight_decay=0.0, eval_every=5,
-                                 progress=False, stability_draws=0)
+    res = train_with_regularizer(
+        model, task, steps=50, lr=1e30, weight_decay=0.0, eval_every=5, progress=False, stability_draws=0
+    )
     assert res.diverged is not None and "nan" in res.diverged.lower() and res.steps < 50
 
 

@@ -19,7 +19,9 @@ import torch
 from .errors import NoiseStabilityError, check_rho
 
 
-def attention_output(x: torch.Tensor, w_qk: torch.Tensor, w_v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_output(
+    x: torch.Tensor, w_qk: torch.Tensor, w_v: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(softmax(X W Xᵀ/√d) X W_V, scores) for x [..., n, d]; scores [..., n, n]."""
     d = x.shape[-1]
     scores = x @ w_qk @ x.transpose(-1, -2) / math.sqrt(d)

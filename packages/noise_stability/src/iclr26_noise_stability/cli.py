@@ -13,17 +13,29 @@ from iclr26_core.cli import Verb, paper_cli
 def _common_reg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", type=float, default=0.75, help="regulariser weight γ >= 0 (default 0.75)")
     p.add_argument("--rho", type=float, default=0.25, help="noise correlation ρ in [0, 1] (default 0.25)")
-    p.add_argument("--S", type=int, default=1, help="1: encourage stability (paper), 0: discourage (default 1)")
-    p.add_argument("--noise", choices=["paper", "exact"], default="paper",
-                   help="paper: keep w.p. (1+ρ)/2; exact: keep w.p. ρ (default paper)")
+    p.add_argument(
+        "--S", type=int, default=1, help="1: encourage stability (paper), 0: discourage (default 1)"
+    )
+    p.add_argument(
+        "--noise",
+        choices=["paper", "exact"],
+        default="paper",
+        help="paper: keep w.p. (1+ρ)/2; exact: keep w.p. ρ (default paper)",
+    )
 
 
 def _measure_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="local model directory or hub id (tiny-gpt2 for a test run)")
+    p.add_argument(
+        "--model", required=True, help="local model directory or hub id (tiny-gpt2 for a test run)"
+    )
     p.add_argument("--out", required=True, help="new (or empty) output directory")
-    p.add_argument("--seq-len", type=int, default=64, help="length of the random token sequences (default 64)")
+    p.add_argument(
+        "--seq-len", type=int, default=64, help="length of the random token sequences (default 64)"
+    )
     p.add_argument("--rho", type=float, default=0.5, help="ρ of the reported stability (default 0.5)")
-    p.add_argument("--degree", type=int, default=15, help="bound the output mass at degree >= this (default 15)")
+    p.add_argument(
+        "--degree", type=int, default=15, help="bound the output mass at degree >= this (default 15)"
+    )
     p.add_argument("--samples", type=int, default=256, help="random sequences (default 256)")
     p.add_argument("--noise", choices=["paper", "exact"], default="paper")
     p.add_argument("--text", help="a text file: also report the stability on its token blocks")

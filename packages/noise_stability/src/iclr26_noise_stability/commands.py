@@ -67,11 +67,15 @@ def measure(args: Any) -> int:
     _quiet()
     model = load_causal_lm(args.model).eval()
     vocab = int(model.config.vocab_size)
-    max_pos = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
+    max_pos = getattr(model.config, "n_positions", None) or getattr(
+        model.config, "max_position_embeddings", None
+    )
     if max_pos and args.seq_len > max_pos:
         raise UserError(f"--seq-len {args.seq_len} exceeds the model's {max_pos} positions")
     rhos = sorted({0.5, 0.7, 0.9, 0.95, 0.99, float(args.rho)})
-    _say(f"measuring {args.model}: {args.samples} random sequences of {args.seq_len} tokens, degree >= {args.degree}")
+    _say(
+        f"measuring {args.model}: {args.samples} random sequences of {args.seq_len} tokens, degree >= {args.degree}"
+    )
     bounds = fourier_tail_bounds(
         model, args.seq_len, vocab, args.degree, rhos, args.samples, args.noise, readout=-1, seed=args.seed
     )
@@ -88,10 +92,14 @@ def measure(args: Any) -> int:
     if args.text:
         tok = load_tokenizer(args.model)
         blocks = _blocks(_read_text(args.text), tok, args.seq_len)[:128]
-        result["stability_text"] = noise_stability(model, blocks, args.rho, noise=args.noise, readout=-1, generator=gen)
+        result["stability_text"] = noise_stability(
+            model, blocks, args.rho, noise=args.noise, readout=-1, generator=gen
+        )
     with staged_dir(out) as tmp:
         write_json(tmp / "stability.json", result)
-        figures.influence(tmp / "influence.png", bounds["influences"], f"per-position influence: {args.model}")
+        figures.influence(
+            tmp / "influence.png", bounds["influences"], f"per-position influence: {args.model}"
+        )
     top = sorted(range(len(bounds["influences"])), key=lambda i: -bounds["influences"][i])[:5]
     print(
         f"stability(ρ={args.rho}) = {result['stability']:.4f}; W(degree >= {args.degree}) <= "
@@ -142,7 +150,14 @@ def finetune(args: Any) -> int:
         step = len(losses)
         val_loss = float(causal_lm_loss(m, val[:16]))
         stab = noise_stability(m, val[:16], reg.rho, n_draws=4, noise=reg.noise, generator=gen)
-        history.append({"step": step, "train_loss": losses[-1] if losses else float("nan"), "val_loss": val_loss, "stability": stab})
+        history.append(
+            {
+                "step": step,
+                "train_loss": losses[-1] if losses else float("nan"),
+                "val_loss": val_loss,
+                "stability": stab,
+            }
+        )
         if all(torch.isfinite(p).all() for p in m.parameters()):
             good.update(step=step, state={k: v.detach().clone() for k, v in m.state_dict().items()})
         return val_loss
@@ -150,8 +165,15 @@ def finetune(args: Any) -> int:
     losses: list[float] = []
     gen = torch.Generator().manual_seed(args.seed + 1)
     cfg = TrainConfig(
-        steps=args.steps, batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
-        eval_every=args.eval_every, seed=args.seed, device="cpu", desc="finetune", grad_clip=1.0,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        eval_every=args.eval_every,
+        seed=args.seed,
+        device="cpu",
+        desc="finetune",
+        grad_clip=1.0,
     )
     _say(f"finetune {args.model} on {len(train)} blocks of {args.seq_len} tokens with {reg!r}")
     with torch.no_grad():
@@ -159,21 +181,31 @@ def finetune(args: Any) -> int:
     model.train()
     diverged = None
     try:
-        train_lm(model, train, cfg=cfg, loss_fn=loss_fn, eval_fn=eval_fn, on_step=lambda s, v: losses.append(v))
+        train_lm(
+            model, train, cfg=cfg, loss_fn=loss_fn, eval_fn=eval_fn, on_step=lambda s, v: losses.append(v)
+        )
     except TrainingDiverged as exc:
         diverged = str(exc)
         model.load_state_dict(good["state"])
     run_config = {k: v for k, v in vars(args).items() if k != "func"}
     with staged_dir(out) as tmp:
-        checkpoints.save(tmp / "checkpoint", model, config=run_config,
-                         metrics={"history": history, "diverged": diverged, "step": good.get("step", args.steps)})
+        checkpoints.save(
+            tmp / "checkpoint",
+            model,
+            config=run_config,
+            metrics={"history": history, "diverged": diverged, "step": good.get("step", args.steps)},
+        )
         tok.save_pretrained(tmp / "checkpoint")
         atomic_write_text(tmp / "stability.jsonl", "".join(json.dumps(h) + "\n" for h in history))
         _curves(tmp / "curves.png", history)
     if diverged:
-        raise UserError(f"{diverged}; kept the last good checkpoint (step {good['step']}) in {out / 'checkpoint'}")
+        raise UserError(
+            f"{diverged}; kept the last good checkpoint (step {good['step']}) in {out / 'checkpoint'}"
+        )
     last = history[-1]
-    print(f"step {last['step']}: val loss {last['val_loss']:.4f}, stability {last['stability']:.4f}; wrote {out}")
+    print(
+        f"step {last['step']}: val loss {last['val_loss']:.4f}, stability {last['stability']:.4f}; wrote {out}"
+    )
     return 0
 
 
@@ -209,10 +241,25 @@ def train(args: Any) -> int:
     cfg = {
         "threads": 1,
         "grok": {
-            "task": args.task, "p": args.p, "train_fraction": args.train_fraction, "split_seed": 0,
-            "n_layer": 1, "n_embd": 64, "n_head": 4, "n_inner": 256, "lr": args.lr,
-            "weight_decay": args.weight_decay, "betas": [0.9, 0.98], "batch_size": None, "cap": args.steps,
-            "eval_every": 25, "target": args.target, "n_bits": 30, "k": 3, "n_train": 1000, "n_val": 1000,
+            "task": args.task,
+            "p": args.p,
+            "train_fraction": args.train_fraction,
+            "split_seed": 0,
+            "n_layer": 1,
+            "n_embd": 64,
+            "n_head": 4,
+            "n_inner": 256,
+            "lr": args.lr,
+            "weight_decay": args.weight_decay,
+            "betas": [0.9, 0.98],
+            "batch_size": None,
+            "cap": args.steps,
+            "eval_every": 25,
+            "target": args.target,
+            "n_bits": 30,
+            "k": 3,
+            "n_train": 1000,
+            "n_val": 1000,
             "label_noise": 0.05,
         },
         "reg": {"gamma": args.gamma, "rho": args.rho, "S": args.S, "noise": args.noise},
@@ -220,7 +267,9 @@ def train(args: Any) -> int:
         "grokfast": {"alpha": 0.98, "lamb": 2.0},
     }
     arm = "reg" if args.gamma > 0 else "base"
-    _say(f"{args.task}: {arm} run, cap {args.steps} steps, AdamW lr {args.lr}, weight decay {args.weight_decay}")
+    _say(
+        f"{args.task}: {arm} run, cap {args.steps} steps, AdamW lr {args.lr}, weight decay {args.weight_decay}"
+    )
     run = run_job(cfg, arm, args.seed)
     with staged_dir(out) as tmp:
         write_json(tmp / "run.json", {"config": cfg, **run})
@@ -228,5 +277,7 @@ def train(args: Any) -> int:
     if run["diverged"]:
         raise UserError(run["diverged"])
     where = f"at step {run['steps_to_target']}" if run["reached"] else f"not within {args.steps} steps"
-    print(f"validation accuracy {args.target} reached {where} (final {run['final_val_acc']:.3f}); wrote {out}")
+    print(
+        f"validation accuracy {args.target} reached {where} (final {run['final_val_acc']:.3f}); wrote {out}"
+    )
     return 0

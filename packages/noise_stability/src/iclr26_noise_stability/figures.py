@@ -21,10 +21,21 @@ def grokking(path: Path, grid: dict[str, dict[int, dict]], target: float) -> str
     for arm in arms:
         for i, (_seed, run) in enumerate(sorted(grid[arm].items())):
             steps = [p["step"] for p in run["curve"]]
-            ax.plot(steps, [p["val_acc"] for p in run["curve"]], color=colors[arm], lw=1.4,
-                    label=f"{arm} (val)" if i == 0 else None)
-            ax.plot(steps, [p["train_acc"] for p in run["curve"]], color=colors[arm], lw=0.8, ls="--",
-                    label=f"{arm} (train)" if i == 0 else None)
+            ax.plot(
+                steps,
+                [p["val_acc"] for p in run["curve"]],
+                color=colors[arm],
+                lw=1.4,
+                label=f"{arm} (val)" if i == 0 else None,
+            )
+            ax.plot(
+                steps,
+                [p["train_acc"] for p in run["curve"]],
+                color=colors[arm],
+                lw=0.8,
+                ls="--",
+                label=f"{arm} (train)" if i == 0 else None,
+            )
     ax.axhline(target, color="grey", lw=0.6)
     ax.set_xlabel("step")
     ax.set_ylabel("accuracy")
@@ -42,8 +53,13 @@ def stability(path: Path, grid: dict[str, dict[int, dict]], rho: float) -> str:
     for arm in arms:
         for i, (_seed, run) in enumerate(sorted(grid[arm].items())):
             pts = [p for p in run["curve"] if "stability" in p]
-            ax.plot([p["step"] for p in pts], [p["stability"] for p in pts], color=colors[arm], lw=1.2,
-                    label=arm if i == 0 else None)
+            ax.plot(
+                [p["step"] for p in pts],
+                [p["stability"] for p in pts],
+                color=colors[arm],
+                lw=1.2,
+                label=arm if i == 0 else None,
+            )
     ax.set_xlabel("step")
     ax.set_ylabel(f"normalised Stab_ρ (ρ = {rho})")
     ax.set_title("noise stability of the output distribution on validation inputs")
@@ -72,7 +88,9 @@ def relu(path: Path, c1: dict[str, Any]) -> str:
 
         path_ = iterate_relu_map(float(start), 12)
         axes[1].plot(range(len(path_)), path_, "o-", ms=3, label=f"ρ₀ = {start}")
-    axes[1].axhline(c1["fixed_point_exact"], color="grey", lw=0.8, label=f"s* = {c1['fixed_point_exact']:.5f}")
+    axes[1].axhline(
+        c1["fixed_point_exact"], color="grey", lw=0.8, label=f"s* = {c1['fixed_point_exact']:.5f}"
+    )
     axes[1].axhline(c1["fixed_point_taylor"], color="grey", lw=0.8, ls=":", label="2/(3π)")
     axes[1].set_xlabel("depth")
     axes[1].set_ylabel("stability")

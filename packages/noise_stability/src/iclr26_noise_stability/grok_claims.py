@@ -61,7 +61,9 @@ def claim_c3(grid: dict[str, dict[int, dict]], g: dict[str, Any], r: dict[str, A
     return claim, {"base": base, "reg": reg, "step_ratio": step_ratio, "wall_ratio": wall_ratio, "wins": wins}
 
 
-def claim_c4(grid: dict[str, dict[int, dict]], c4: dict[str, Any], stab: dict[str, Any]) -> tuple[Claim, dict]:
+def claim_c4(
+    grid: dict[str, dict[int, dict]], c4: dict[str, Any], stab: dict[str, Any]
+) -> tuple[Claim, dict]:
     rows = {}
     for s in sorted(grid["base"]):
         b, r = grid["base"][s], grid["reg"][s]
@@ -103,5 +105,8 @@ def peers_markdown(summaries: dict[str, dict[str, Any]], g: dict[str, Any], miss
             f"{s['solved']}/{len(s['seeds'])} | {s['median_seconds']:.1f} | {s['seconds_per_step'] * 1000:.0f} ms |"
         )
     if missing:
-        lines += ["", f"peers not installed: {', '.join(missing)} (pip install iclr26-noise-stability[peers])"]
+        lines += [
+            "",
+            f"peers not installed: {', '.join(missing)} (pip install iclr26-noise-stability[peers])",
+        ]
     return "\n".join(lines) + "\n"

@@ -47,7 +47,11 @@ def build_task(g: dict[str, Any]):
         return modular_addition(int(g["p"]), float(g["train_fraction"]), int(g["split_seed"]))
     if g["task"] == "sparse_parity":
         return sparse_parity(
-            int(g["n_bits"]), int(g["k"]), int(g["n_train"]), int(g["n_val"]), float(g["label_noise"]),
+            int(g["n_bits"]),
+            int(g["k"]),
+            int(g["n_train"]),
+            int(g["n_val"]),
+            float(g["label_noise"]),
             int(g["split_seed"]),
         )
     raise NoiseStabilityError(f"unknown task {g['task']!r}; use modular_addition or sparse_parity")
@@ -81,7 +85,9 @@ def run_job(cfg: dict[str, Any], arm: str, seed: int, device: str = "cpu") -> di
     torch.set_num_threads(max(1, int(cfg.get("threads", 1))))
     g = cfg["grok"]
     task = build_task(g)
-    model = task_model(task, int(g["n_layer"]), int(g["n_embd"]), int(g["n_head"]), int(g["n_inner"]), seed=seed)
+    model = task_model(
+        task, int(g["n_layer"]), int(g["n_embd"]), int(g["n_head"]), int(g["n_inner"]), seed=seed
+    )
     model.to(device)
     wd_match = _WD.match(arm)
     wd = float(wd_match.group(1)) if wd_match else float(g["weight_decay"])
@@ -132,7 +138,9 @@ def run_grid(cfg: dict[str, Any], jobs: list[tuple[str, int]], ctx: Any) -> dict
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        jobs = sorted(jobs, key=lambda j: -_cost(j[0]))  # the dearest runs first: the two workers finish together
+        jobs = sorted(
+            jobs, key=lambda j: -_cost(j[0])
+        )  # the dearest runs first: the two workers finish together
 
         ctx.log(f"{len(jobs)} runs in {workers} worker processes (1 torch thread each)")
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -41,7 +41,9 @@ def check_input_ids(input_ids: torch.Tensor, vocab_size: int | None = None) -> N
         if lo < 0:
             raise NoiseStabilityError(f"input_ids contain a negative id ({lo})")
         if hi >= vocab_size:
-            raise NoiseStabilityError(f"vocab_size={vocab_size} is smaller than the largest id + 1 ({hi + 1})")
+            raise NoiseStabilityError(
+                f"vocab_size={vocab_size} is smaller than the largest id + 1 ({hi + 1})"
+            )
 
 
 def position_mask(seq_len: int, positions: Sequence[int] | None, device=None) -> torch.Tensor:
@@ -93,7 +95,9 @@ def resample_one_token(
     allowed = mask.nonzero().flatten()
     lead = input_ids.shape[:-1]
     pick = allowed[torch.randint(0, len(allowed), lead, generator=generator, device=input_ids.device)]
-    fresh = torch.randint(0, vocab_size, lead, generator=generator, device=input_ids.device, dtype=input_ids.dtype)
+    fresh = torch.randint(
+        0, vocab_size, lead, generator=generator, device=input_ids.device, dtype=input_ids.dtype
+    )
     out = input_ids.clone()
     out.scatter_(-1, pick.unsqueeze(-1), fresh.unsqueeze(-1))
     return out

@@ -28,7 +28,7 @@ def model_logits(model: Any, input_ids: torch.Tensor, **forward_kwargs: Any) -> 
     try:
         from transformers import PreTrainedModel
     except ImportError:  # pragma: no cover - transformers is a dependency
-        PreTrainedModel = ()  # noqa: N806
+        PreTrainedModel = ()
     if isinstance(model, PreTrainedModel):
         out = model(input_ids=input_ids, **forward_kwargs)
     else:

@@ -21,8 +21,8 @@ from iclr26_core.errors import UserError
 from iclr26_core.report import Results
 
 from . import figures
-from .grok_claims import claim_c3, claim_c4, peers_markdown, summarize
 from .errors import check_gamma, check_noise, check_rho, check_sign
+from .grok_claims import claim_c3, claim_c4, peers_markdown, summarize
 from .grokking import check_arm, run_grid, sweep_arms
 from .peers import missing_peers
 from .theory_claims import claim_c1, claim_c2

@@ -33,7 +33,9 @@ def relu_stability(rho: float | torch.Tensor) -> float | torch.Tensor:
     return (math.sqrt(max(0.0, 1 - r * r)) + r * (math.pi - math.acos(r))) / (2 * math.pi)
 
 
-def relu_fixed_point(taylor: bool = False, start: float = 0.0, tol: float = 1e-12, max_iter: int = 10_000) -> float:
+def relu_fixed_point(
+    taylor: bool = False, start: float = 0.0, tol: float = 1e-12, max_iter: int = 10_000
+) -> float:
     """The fixed point s* = relu_stability(s*) that deep ReLU stability converges to ("weak dampening").
 
     ``taylor=True`` gives the paper's first-order value: s = 1/(2π) + s/4, i.e. 2/(3π) ≈ 0.2122. The exact
@@ -112,12 +114,16 @@ def noise_stability(
     if hasattr(model, "eval"):
         model.eval()
     try:
-        px = torch.softmax(select(model_logits(model, input_ids, **forward_kwargs), readout, input_ids.dim()).float(), -1)
+        px = torch.softmax(
+            select(model_logits(model, input_ids, **forward_kwargs), readout, input_ids.dim()).float(), -1
+        )
         norm = float((px * px).sum(-1).mean())
         total = 0.0
         for _ in range(n_draws):
             y = correlated_tokens(input_ids, rho, vocab, noise, positions, generator)
-            py = torch.softmax(select(model_logits(model, y, **forward_kwargs), readout, input_ids.dim()).float(), -1)
+            py = torch.softmax(
+                select(model_logits(model, y, **forward_kwargs), readout, input_ids.dim()).float(), -1
+            )
             total += float((px * py).sum(-1).mean())
     finally:
         if was and hasattr(model, "train"):

@@ -94,7 +94,9 @@ def sparse_parity(
     )
 
 
-def task_model(task: Task, n_layer: int = 1, n_embd: int = 64, n_head: int = 4, n_inner: int = 256, seed: int = 0):
+def task_model(
+    task: Task, n_layer: int = 1, n_embd: int = 64, n_head: int = 4, n_inner: int = 256, seed: int = 0
+):
     """A tiny randomly initialised GPT-2 (relu MLP, no dropout) sized for ``task``; via `iclr26_core.models`."""
     from iclr26_core.models import tiny_model
 
