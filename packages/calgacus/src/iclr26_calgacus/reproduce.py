@@ -162,17 +162,6 @@ def _bare_step_seconds(lm: Any, ids: list[int], steps: int) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-def run(cfg: Any, ctx: Any) -> Results:
-    import torch
-
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(int(cfg.get("threads", 1)) or old_threads)
-    try:
-        return _run(cfg, ctx)
-    finally:
-        torch.set_num_threads(old_threads)
-
-
 def _main_lm(cfg: Any, ctx: Any):
     from .hf import resolve_model
     from .tiny import load_tiny
@@ -194,7 +183,7 @@ def _lap(ctx: Any, what: str) -> None:
     _T[0] = now
 
 
-def _run(cfg: Any, ctx: Any) -> Results:
+def run(cfg: Any, ctx: Any) -> Results:
     from iclr26_core.corpus import pydoc_dataset
     from iclr26_core.tokenizers import train_bpe
 

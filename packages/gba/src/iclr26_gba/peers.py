@@ -174,6 +174,7 @@ def run_peers(cfg, ctx, ours: dict | None = None) -> list[dict]:
     out = []
     for module, name, job in ctx.progress(jobs, total=len(jobs), desc="peers"):
         if not _available(module):
+            ctx.peers_missing([module.replace("_", "-")])
             out.append({"peer": name, "status": "not installed (pip install 'iclr26-gba[peers]')"})
             continue
         if job is None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-import torch
-
 from iclr26_core.report import Claim, Results
 
 from .metrics import cross_seed_consistency, recovery_metrics, sae_metrics
@@ -179,16 +177,6 @@ def _toy_f(cfg) -> float:
 
 def run(cfg, ctx) -> Results:
     """``iclr26-gba reproduce``: C1–C3 on the toy (``seeds`` seeds), C4 the resonance sweep; figures."""
-    threads = torch.get_num_threads()
-    if int(cfg.get("threads", 0)) > 0:
-        torch.set_num_threads(int(cfg.threads))  # small SAEs: one thread is fastest on a shared CPU
-    try:
-        return _run(cfg, ctx)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _run(cfg, ctx) -> Results:
     res_cfg = cfg.scale.resonance
     n_jobs = len(cfg.scale.arms) * int(_seeds(cfg)) + len(res_cfg.ratios) * int(res_cfg.seeds)
     with ctx.progress(total=n_jobs, desc="gba reproduce") as bar:
