@@ -9,12 +9,13 @@ import statistics
 import pytest
 
 from iclr26_core.testing import (
+    assert_help_is_fast,
     assert_one_line_error,
     assert_refuses_nonempty_out,
-    imports_torch,
+    check_smoke_report,
     odd_model,
-    reproduce_smoke,
     run_cli,
+    smoke_run_fixture,
 )
 from iclr26_core.tokenizers import char_tokenizer
 from iclr26_noise_stability.cli import main
@@ -23,32 +24,17 @@ ALPHABET = "".join(chr(c) for c in range(32, 127)) + "\n"  # 96 characters + 3 s
 
 
 def test_help_does_not_import_torch():
-    assert imports_torch("from iclr26_noise_stability.cli import main; main(['--help'])") is False
-    assert imports_torch("from iclr26_noise_stability.cli import main; main(['measure', '--help'])") is False
-    assert imports_torch("import iclr26_noise_stability") is False
+    assert_help_is_fast("iclr26_noise_stability", ["measure", "--help"], ["finetune", "--help"])
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("smoke") / "run"
-    return out, reproduce_smoke(main, out)
+smoke_run = smoke_run_fixture(main)  # one `reproduce scale=smoke` shared by this module's tests
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
-    names = {p.name for p in out.iterdir()}
-    assert {
-        "config.yaml",
-        "metrics.json",
-        "report.md",
-        "grokking.png",
-        "stability.png",
-        "relu_stability.png",
-    } <= names
-    m = json.loads((out / "metrics.json").read_text())
-    assert m["scale"] == "smoke"
+    files = ["grokking.png", "stability.png", "relu_stability.png", "peers.md"]
+    m = check_smoke_report(out, res, "noise_stability", claims=["C1", "C2", "C3", "C4"], files=files)
     claims = {c["id"]: c for c in m["claims"]}
-    assert sorted(claims) == ["C1", "C2", "C3", "C4"]
     # recompute each verdict from the raw numbers with the spec's rules
     c1 = m["c1"]
     assert claims["C1"]["holds"] == (

@@ -18,14 +18,6 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _quiet() -> None:
-    """No third-party chatter: transformers' weight-loading bars and info logs off."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-
-
 def _read_text(path: str) -> str:
     p = Path(path).expanduser()
     if not p.is_file():
@@ -63,8 +55,6 @@ def measure(args: Any) -> int:
     if args.seq_len < 1 or args.samples < 1 or args.degree < 1:
         raise UserError("--seq-len, --samples and --degree must be >= 1")
     out = check_out_dir(args.out)
-    torch.set_num_threads(1)
-    _quiet()
     model = load_causal_lm(args.model).eval()
     vocab = int(model.config.vocab_size)
     max_pos = getattr(model.config, "n_positions", None) or getattr(
@@ -129,8 +119,6 @@ def finetune(args: Any) -> int:
         raise UserError("--steps, --batch-size and --eval-every must be >= 1 and --seq-len >= 2")
     out = check_out_dir(args.out)
     text = _read_text(args.text)
-    torch.set_num_threads(1)
-    _quiet()
     model = load_causal_lm(args.model)
     tok = load_tokenizer(args.model)
     blocks = _blocks(text, tok, args.seq_len)

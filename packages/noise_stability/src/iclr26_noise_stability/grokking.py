@@ -82,7 +82,9 @@ def run_job(cfg: dict[str, Any], arm: str, seed: int, device: str = "cpu") -> di
     from .tasks import task_model
     from .training import train_with_regularizer
 
-    torch.set_num_threads(max(1, int(cfg.get("threads", 1))))
+    threads = int(cfg.get("threads") or 0)
+    if threads:  # the core's setting (1 at the miniature scales); 0 leaves torch's default
+        torch.set_num_threads(threads)
     g = cfg["grok"]
     task = build_task(g)
     model = task_model(
@@ -142,7 +144,9 @@ def run_grid(cfg: dict[str, Any], jobs: list[tuple[str, int]], ctx: Any) -> dict
             jobs, key=lambda j: -_cost(j[0])
         )  # the dearest runs first: the two workers finish together
 
-        ctx.log(f"{len(jobs)} runs in {workers} worker processes (1 torch thread each)")
+        ctx.log(
+            f"{len(jobs)} runs in {workers} worker processes ({cfg.get('threads') or 'default'} torch thread(s) each)"
+        )
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = {pool.submit(run_job, cfg, a, s, "cpu"): (a, s) for a, s in jobs}
             for fut in as_completed(futures):

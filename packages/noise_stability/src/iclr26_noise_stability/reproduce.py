@@ -52,9 +52,6 @@ def plan_arms(cfg: Any) -> tuple[list[str], list[str]]:
 
 
 def run(cfg: Any, ctx: Any) -> Results:
-    import torch
-
-    torch.set_num_threads(max(1, int(cfg.threads)))
     if int(cfg.seeds) < 1 or int(cfg.extra_seeds) < 1:
         raise UserError(f"seeds and extra_seeds must be >= 1, got {cfg.seeds}, {cfg.extra_seeds}")
     arms, missing = plan_arms(cfg)
@@ -64,7 +61,7 @@ def run(cfg: Any, ctx: Any) -> Results:
         f"weight decay {g['weight_decay']}, betas {g['betas']}, full batch, cap {g['cap']} steps; arms {arms}"
     )
     if missing:
-        ctx.log(f"peers not installed: {', '.join(missing)} (pip install iclr26-noise-stability[peers])")
+        ctx.peers_missing(missing)
 
     c1, c1_raw = claim_c1(OmegaConf.to_container(cfg.c1, resolve=True), ctx.seed)
     c2, c2_raw = claim_c2(OmegaConf.to_container(cfg.c2, resolve=True), ctx.seed, ctx.progress)
