@@ -87,14 +87,16 @@ def claim_c4(
     return claim, {"per_seed": rows, "mean_base": mean_b, "mean_reg": mean_r}
 
 
-def peers_markdown(summaries: dict[str, dict[str, Any]], g: dict[str, Any], missing: list[str]) -> str:
+def peers_markdown(
+    summaries: dict[str, dict[str, Any]], g: dict[str, Any], missing: list[str], task: str
+) -> str:
     """peers.md: steps and seconds to the target for every arm, with solve rate and spread."""
     lines = [
         "# Grokking accelerators side by side",
         "",
-        f"Task: modular addition p = {g['p']}, {g['train_fraction']:.0%} split, AdamW lr {g['lr']}, weight decay "
-        f"{g['weight_decay']}, betas {list(g['betas'])}, full batch, cap {g['cap']} steps, target validation "
-        f"accuracy {g['target']} (evaluated every {g['eval_every']} steps). Same split and initialisation per seed.",
+        f"Task: {task}. AdamW lr {g['lr']}, weight decay {g['weight_decay']}, betas {list(g['betas'])}, "
+        f"full batch, cap {g['cap']} steps, target validation accuracy {g['target']} (evaluated every "
+        f"{g['eval_every']} steps). Same split and initialisation per seed.",
         "",
         "| arm | steps per seed | median steps | spread | solved | median seconds | s/step |",
         "| --- | --- | --- | --- | --- | --- | --- |",

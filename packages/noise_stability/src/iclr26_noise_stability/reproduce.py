@@ -23,7 +23,7 @@ from iclr26_core.report import Results
 from . import figures
 from .errors import check_gamma, check_noise, check_rho, check_sign
 from .grok_claims import claim_c3, claim_c4, peers_markdown, summarize
-from .grokking import check_arm, run_grid, sweep_arms
+from .grokking import build_task, check_arm, run_grid, sweep_arms
 from .peers import missing_peers
 from .theory_claims import claim_c1, claim_c2
 
@@ -74,7 +74,7 @@ def run(cfg: Any, ctx: Any) -> Results:
     c4, c4_raw = claim_c4(grid, plain["c4"], plain["stability"])
     summaries = {a: summarize(grid[a], int(g["cap"])) for a in arms}
     if len(arms) > 2 or missing:
-        (ctx.run_dir / "peers.md").write_text(peers_markdown(summaries, g, missing))
+        (ctx.run_dir / "peers.md").write_text(peers_markdown(summaries, g, missing, build_task(g).describe()))
     figs = [
         figures.grokking(ctx.run_dir / "grokking.png", grid, float(g["target"])),
         figures.stability(ctx.run_dir / "stability.png", grid, float(cfg.stability.rho)),
