@@ -61,7 +61,13 @@ def _regularizer(arm: str, cfg: dict[str, Any], task):
     from .regularizer import NoiseStabilityRegularizer
 
     r = cfg["reg"]
-    kw = dict(noise=r["noise"], positions=task.positions, vocab_size=task.vocab_size, readout=task.readout)
+    kw = dict(
+        noise=r["noise"],
+        positions=task.positions,
+        vocab_size=task.vocab_size,
+        readout=task.readout,
+        classes=task.n_classes,
+    )
     sweep = _SWEEP.match(arm)
     if sweep:
         return NoiseStabilityRegularizer(float(sweep.group(1)), float(sweep.group(2)), 1, **kw)

@@ -6,7 +6,10 @@ M(·) is the softmax output. S = 1 (the paper's evaluated setting) minimises −
 stability; S = 0 penalises it. Gradients flow through both forward passes unless ``detach_noisy``
 (inferred: the public text does not say). For sequence outputs the inner product is summed over the
 vocabulary and averaged over positions and batch (inferred); ``readout`` picks one output position instead
-(e.g. −1 for the "=" token of modular addition). A fresh noise draw is taken on every call.
+(e.g. −1 for the "=" token of modular addition) and ``classes`` restricts M(·) to the label space (the
+first ``classes`` logits: for modular addition the p residues, not the "=" token, which the cross-entropy never
+sees — otherwise stability is trivially maximised by putting all mass on "="). A fresh noise draw is taken on
+every call.
 
 ``mode="avgsens"`` is a reviewer-requested control: Y resamples one random token (average sensitivity)
 instead of applying ρ-correlated noise everywhere.
@@ -41,11 +44,14 @@ def model_logits(model: Any, input_ids: torch.Tensor, **forward_kwargs: Any) -> 
     return logits
 
 
-def select(logits: torch.Tensor, readout: int | None, seq_dims: int) -> torch.Tensor:
-    """Logits at output position ``readout`` when the output has a sequence axis ([B, T, C] → [B, C])."""
-    if readout is None or logits.dim() <= seq_dims:
-        return logits
-    return logits[..., readout, :]
+def select(
+    logits: torch.Tensor, readout: int | None, seq_dims: int, classes: int | None = None
+) -> torch.Tensor:
+    """Logits at output position ``readout`` when the output has a sequence axis ([B, T, C] → [B, C]),
+    restricted to the first ``classes`` entries when given (the label space of a task)."""
+    if readout is not None and logits.dim() > seq_dims:
+        logits = logits[..., readout, :]
+    return logits if classes is None else logits[..., :classes]
 
 
 def inner_product(logits_x: torch.Tensor, logits_y: torch.Tensor) -> torch.Tensor:
@@ -73,6 +79,7 @@ class NoiseStabilityRegularizer:
         readout: int | None = None,
         detach_noisy: bool = False,
         mode: str = "stability",
+        classes: int | None = None,
     ) -> None:
         self.gamma = check_gamma(gamma)
         self.rho = check_rho(rho, tokens=True)
@@ -81,6 +88,7 @@ class NoiseStabilityRegularizer:
         self.positions = None if positions is None else [int(p) for p in positions]
         self.vocab_size = vocab_size
         self.readout = readout
+        self.classes = None if classes is None else int(classes)
         self.detach_noisy = bool(detach_noisy)
         if mode not in ("stability", "avgsens"):
             raise NoiseStabilityError(f"mode must be 'stability' or 'avgsens', got {mode!r}")
@@ -122,8 +130,8 @@ class NoiseStabilityRegularizer:
             logits = model_logits(model, input_ids, **forward_kwargs)
         noisy_logits = model_logits(model, noisy, **forward_kwargs)
         seq_dims = input_ids.dim()  # logits with a position axis have input_ids.dim() + 1 dims
-        lx = select(logits, self.readout, seq_dims)
-        ly = select(noisy_logits, self.readout, seq_dims)
+        lx = select(logits, self.readout, seq_dims, self.classes)
+        ly = select(noisy_logits, self.readout, seq_dims, self.classes)
         if lx.shape != ly.shape:
             raise NoiseStabilityError(
                 f"logits of shape {tuple(logits.shape)} do not match the model's output "

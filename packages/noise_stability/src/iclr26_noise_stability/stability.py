@@ -98,13 +98,15 @@ def noise_stability(
     readout: int | None = None,
     vocab_size: int | None = None,
     generator: torch.Generator | None = None,
+    classes: int | None = None,
     **forward_kwargs: Any,
 ) -> float:
     """Monte-Carlo Stab_ρ of the model's output distribution on ``input_ids`` ([B, T] integer).
 
     E⟨M(X), M(Y)⟩ over the rows of ``input_ids`` and ``n_draws`` noised copies each; normalised by
     E‖M(X)‖² (so 1 at ρ = 1 under ``paper`` noise: nothing changes). Sequence outputs are averaged over
-    positions unless ``readout`` picks one.
+    positions unless ``readout`` picks one; ``classes`` restricts the distribution to the first logits (a
+    task's label space).
     """
     rho = check_rho(rho, tokens=True)
     check_noise(noise)
@@ -115,14 +117,18 @@ def noise_stability(
         model.eval()
     try:
         px = torch.softmax(
-            select(model_logits(model, input_ids, **forward_kwargs), readout, input_ids.dim()).float(), -1
+            select(
+                model_logits(model, input_ids, **forward_kwargs), readout, input_ids.dim(), classes
+            ).float(),
+            -1,
         )
         norm = float((px * px).sum(-1).mean())
         total = 0.0
         for _ in range(n_draws):
             y = correlated_tokens(input_ids, rho, vocab, noise, positions, generator)
             py = torch.softmax(
-                select(model_logits(model, y, **forward_kwargs), readout, input_ids.dim()).float(), -1
+                select(model_logits(model, y, **forward_kwargs), readout, input_ids.dim(), classes).float(),
+                -1,
             )
             total += float((px * py).sum(-1).mean())
     finally:

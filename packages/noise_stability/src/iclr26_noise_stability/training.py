@@ -65,11 +65,15 @@ def accuracy(model: Any, task: Task, split: str = "val", batch_size: int = 4096)
 def task_loss(task: Task, regularizer: NoiseStabilityRegularizer | None = None) -> Callable[[Any, Any], Any]:
     """``loss_fn(model, (x, y))``: cross-entropy of the class logits at the readout, plus γ·R when given.
 
-    A regulariser without its own ``readout`` compares the outputs at ``task.readout`` (a copy is made).
+    A regulariser without its own ``readout``/``classes`` compares the softmax over the task's classes at
+    ``task.readout`` — the distribution the cross-entropy sees (a copy is made).
     """
-    if regularizer is not None and regularizer.readout is None:
+    if regularizer is not None and (regularizer.readout is None or regularizer.classes is None):
         regularizer = copy.copy(regularizer)
-        regularizer.readout = task.readout
+        if regularizer.readout is None:
+            regularizer.readout = task.readout
+        if regularizer.classes is None:
+            regularizer.classes = task.n_classes
 
     def loss_fn(model: Any, batch: Any) -> torch.Tensor:
         x, y = batch
@@ -162,6 +166,7 @@ def train_with_regularizer(
                 readout=task.readout,
                 vocab_size=task.vocab_size,
                 generator=gen,
+                classes=task.n_classes,
             )
         curve.append(point)
         clock["eval"] += time.perf_counter() - t0
