@@ -124,3 +124,17 @@ def test_noise_stability_is_one_without_noise_and_grows_with_rho():
     s = [noise_stability(model, x, r, n_draws=16, noise="exact", generator=gen) for r in (0.0, 0.5, 0.9)]
     assert s[0] < s[1] < s[2] < 1.0
     assert s[0] >= 0.0
+
+
+def test_classes_restricts_the_distribution_to_the_label_space(gpt2):
+    x = ids()
+    reg = NoiseStabilityRegularizer(gamma=1.0, rho=0.3, readout=-1, classes=10)
+    val = reg(gpt2, x, generator=torch.Generator().manual_seed(4)).detach()
+    y = reg.noised(gpt2, x, torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        p = torch.softmax(gpt2(input_ids=x).logits[:, -1, :10], -1)
+        q = torch.softmax(gpt2(input_ids=y).logits[:, -1, :10], -1)
+    assert float(val) == pytest.approx(-float((p * q).sum(-1).mean()), rel=1e-5)
+    s_all = noise_stability(gpt2, x, 0.3, readout=-1, generator=torch.Generator().manual_seed(0))
+    s_ten = noise_stability(gpt2, x, 0.3, readout=-1, classes=10, generator=torch.Generator().manual_seed(0))
+    assert s_all != pytest.approx(s_ten)
