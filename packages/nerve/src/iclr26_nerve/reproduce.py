@@ -192,8 +192,8 @@ def run(cfg: Any, ctx: Any) -> Results:
     from .experiment import char_data, train_arm
     from .plots import plot_metrics_by_layer, plot_spectra_dict, plot_trajectory
 
-    sc = cfg.scale
-    n_seeds = int(cfg.seeds if cfg.get("seeds") is not None else sc.seeds)
+    sc = cfg  # the scale file sets top-level keys
+    n_seeds = int(cfg.seeds)
     if n_seeds < 1:
         from .errors import NerVEError
 
