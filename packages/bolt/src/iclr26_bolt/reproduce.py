@@ -49,8 +49,10 @@ def generate_answers(model: Any, tokenizer: Any, encoded: list[Any], max_new_tok
     return out
 
 
-def run_seed(cfg: Any, seed: int, ctx: Any) -> dict[str, Any]:
+def run_seed(cfg: Any, seed: int, ctx: Any, keep: list[Any] | None = None) -> dict[str, Any]:
     data = prepare(cfg, seed)
+    if keep is not None:
+        keep.append(data)
     train_arms(data, cfg, progress=True)
     y = gold(data.test)
     arms: dict[str, Any] = {}
@@ -187,9 +189,10 @@ def run(cfg: Any, ctx: Any) -> Results:
     from .reference import reference_text
 
     torch.set_num_threads(max(1, int(cfg.get("threads", 1))))
-    seeds = []
+    seeds: list[dict[str, Any]] = []
+    first: list[Any] = []
     for k in ctx.progress(range(int(cfg.seeds)), desc="seeds"):
-        seeds.append(run_seed(cfg, int(cfg.seed) + k, ctx))
+        seeds.append(run_seed(cfg, int(cfg.seed) + k, ctx, keep=first if k == 0 else None))
         ctx.log(f"seed {int(cfg.seed) + k}: accuracy " + ", ".join(
             f"{a} {100 * seeds[-1]['arms'][a]['acc']:.1f}" for a in ARMS) + f", teacher {100 * seeds[-1]['teacher_acc']:.1f}")  # fmt: skip
     claims = _claims(cfg, seeds)
@@ -201,7 +204,7 @@ def run(cfg: Any, ctx: Any) -> Results:
     if bool(cfg.get("bench", False)):
         from .peers import run_bench
 
-        bench = run_bench(cfg, ctx)
+        bench = run_bench(first[0], ctx)
     ref = reference_text(cfg, seeds, bench)
     (ctx.run_dir / "reference.md").write_text(ref)
     for s in seeds:

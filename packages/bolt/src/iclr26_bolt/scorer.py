@@ -105,7 +105,8 @@ def shared_prompt_logprobs(
     first = out.logits[rows.to(device), (p_len[rows] - 1).to(device)].float()  # predicts answer token 0
     cache = out["cache"] if "cache" in out else out["past_key_values"]  # transformers 5 / 4
     cache.batch_select_indices(rows.to(device))
-    cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft wraps the model
+    cache_kw = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
     flat = [a for opts in answers for a in opts]
     a_ids, a_mask = _right_pad(flat, pad_id)
     pos = p_len[rows][:, None] + torch.arange(a_ids.shape[1])[None, :]

@@ -53,9 +53,14 @@ def odd_batch_loss(
     gold: Sequence[int],
     pad_id: int,
     cfg: ArmConfig,
+    score_fn: Any = None,
 ) -> torch.Tensor:
-    """ODD loss of a batch of items: each prompt run once, its K_i options continued from its cache."""
-    scores = shared_prompt_logprobs(model, [e.prompt_ids for e in encoded], [e.option_ids for e in encoded], pad_id)
+    """ODD loss of a batch of items: each prompt run once, its K_i options continued from its cache
+    (``score_fn(model, encoded) -> [K_i]`` replaces that, e.g. for VLM items with image tensors)."""
+    if score_fn is not None:
+        scores = list(score_fn(model, encoded))
+    else:
+        scores = shared_prompt_logprobs(model, [e.prompt_ids for e in encoded], [e.option_ids for e in encoded], pad_id)
     same_k = len({e.k for e in encoded}) == 1
     if same_k:
         s = torch.stack(scores)
@@ -76,6 +81,7 @@ def train_student(
     pad_id: int = 1,
     device: str = "cpu",
     position: int | None = None,
+    score_fn: Any = None,
 ) -> Any:
     """Train ``model`` in place with arm ``cfg.arm``; returns the core's `TrainResult` (losses per step).
 
@@ -117,7 +123,8 @@ def train_student(
         rows = idx.tolist()
         encs = [encoded[i] for i in rows]
         if cfg.arm == "odd":
-            return odd_batch_loss(m, encs, [teacher_probs[i] for i in rows], [gold[i] for i in rows], pad_id, cfg)
+            tp = [teacher_probs[i] for i in rows]  # type: ignore[index]
+            return odd_batch_loss(m, encs, tp, [gold[i] for i in rows], pad_id, cfg, score_fn)
         loss_on = "answer" if cfg.arm == "sft" else "all"
         prompts = [e.prompt_ids for e in encs]
         answers = [e.option_ids[targets[i]] for e, i in zip(encs, rows, strict=True)]
