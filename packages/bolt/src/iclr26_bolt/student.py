@@ -82,6 +82,7 @@ def train_student(
     device: str = "cpu",
     position: int | None = None,
     score_fn: Any = None,
+    on_step: Any = None,
 ) -> Any:
     """Train ``model`` in place with arm ``cfg.arm``; returns the core's `TrainResult` (losses per step).
 
@@ -130,4 +131,4 @@ def train_student(
         answers = [e.option_ids[targets[i]] for e, i in zip(encs, rows, strict=True)]
         return token_ce_loss(m, prompts, answers, loss_on=loss_on, pad_id=pad_id)
 
-    return train_lm(model, None, cfg=tcfg, loss_fn=loss_fn, batches=batches)
+    return train_lm(model, None, cfg=tcfg, loss_fn=loss_fn, batches=batches, on_step=on_step)
