@@ -32,7 +32,7 @@ def test_scores_match_naive_loop(tiny_lm, share):
     enc = sc.encode(Q, OPTS, context="image: round ? ?")
     s = sc.score(Q, OPTS, context="image: round ? ?")
     ref = [naive(model, enc.prompt_ids, ids) for ids in enc.option_ids]
-    assert torch.allclose(s.double(), torch.tensor(ref), atol=1e-5)
+    assert torch.allclose(s.double(), torch.tensor(ref, dtype=torch.float64), atol=1e-5)
     assert len({len(i) for i in enc.option_ids}) > 1  # ragged option lengths were padded
 
 
@@ -74,17 +74,22 @@ def test_plain_template_warns_once(tiny_lm):
         OptionScorer(model, tok)
 
 
-def test_boundary_merge_warns_and_scores_concatenation(tiny_lm):
-    model, tok = tiny_lm
-    # the prompt ends in "re" and the answer starts with "turn": "return" tokenises across the boundary
+def test_boundary_merge_warns_and_scores_concatenation(world_tok):
+    from iclr26_core.models import tiny_model
+
+    _, tok = world_tok
+    model = tiny_model("gpt2", vocab_size=len(tok))
+    # the prompt ends in " sh" and the answer starts with "iny": " shiny" is one token across the boundary
     tpl = PromptTemplate(user="{question}", chat=False, answer_prefix="")
     sc = OptionScorer(model, tok, template=tpl)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        enc = sc.encode("def f(x):\n    re", ["turn x", "turn 1"])
+        enc = sc.encode("image: round sh", ["iny", "arp"])
     assert any("does not start with the prompt" in str(w.message) for w in rec)
-    assert enc.prompt_ids == tok("def f(x):\n    re", add_special_tokens=False)["input_ids"]
-    assert enc.option_ids[0] == tok("turn x", add_special_tokens=False)["input_ids"]
+    assert enc.prompt_ids == tok("image: round sh", add_special_tokens=False)["input_ids"]
+    assert enc.option_ids[0] == tok("iny", add_special_tokens=False)["input_ids"]
+    joint = tok("image: round shiny", add_special_tokens=False)["input_ids"]
+    assert enc.prompt_ids + enc.option_ids[0] != joint  # the concatenation, not the re-tokenised string
 
 
 def test_length_penalty_and_normalisation(tiny_lm):

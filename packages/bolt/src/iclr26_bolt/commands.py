@@ -159,14 +159,13 @@ def answer(args: argparse.Namespace) -> int:
         raise UserError(f"{args.model!r} is not a distilled model directory (no adapter_config.json)")
     _setup(args)
     from peft import AutoPeftModelForCausalLM
-
-    from iclr26_core.models import load_tokenizer
+    from transformers import AutoTokenizer
 
     try:
         model = AutoPeftModelForCausalLM.from_pretrained(str(d)).eval()
+        tok = AutoTokenizer.from_pretrained(str(d))  # saved beside the adapter by `distill`
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load the adapter in {args.model!r} ({str(exc).splitlines()[0]})") from None
-    tok = load_tokenizer(str(d))
     tau = json.loads((d / "temperature.json").read_text())["tau_cal"] if (d / "temperature.json").is_file() else 1.0
     memory = json.loads((d / "train_items.json").read_text()) if (d / "train_items.json").is_file() else []
     pipe = Pipeline(OptionScorer(model, tok), tau_cal=float(tau), memory=memory, qd_tokens=args.qd_tokens)
