@@ -32,7 +32,14 @@ def smoke_run(tmp_path_factory):
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
     names = {p.name for p in out.iterdir()}
-    assert {"config.yaml", "metrics.json", "report.md", "frontier.png", "reliability.png", "reference.md"} <= names
+    assert {
+        "config.yaml",
+        "metrics.json",
+        "report.md",
+        "frontier.png",
+        "reliability.png",
+        "reference.md",
+    } <= names
     m = json.loads((out / "metrics.json").read_text())
     assert m["paper"] == "bolt" and m["scale"] == "smoke"
     claims = {c["id"]: c for c in m["claims"]}
@@ -123,13 +130,21 @@ BAD_ITEMS = {
 
 @pytest.mark.parametrize(
     ("case", "message"),
-    [("few", "at least 2 options"), ("dupe", "duplicate options"), ("gold", "out of range"), ("empty", "is empty")],
+    [
+        ("few", "at least 2 options"),
+        ("dupe", "duplicate options"),
+        ("gold", "out of range"),
+        ("empty", "is empty"),
+    ],
 )
 def test_bad_items_one_line_nothing_written(user_files, tmp_path, case, message):
     data = tmp_path / "items.jsonl"
     data.write_text("" if case == "empty" else json.dumps(BAD_ITEMS[case]) + "\n")
     out = tmp_path / "cache.jsonl"
-    res = run_cli(main, ["cache-teacher", "--model", str(user_files / "teacher"), "--data", str(data), "--out", str(out)])
+    res = run_cli(
+        main,
+        ["cache-teacher", "--model", str(user_files / "teacher"), "--data", str(data), "--out", str(out)],
+    )
     assert_one_line_error(res, message)
     assert not out.exists()
 

@@ -34,7 +34,9 @@ def test_ece_against_torchmetrics_or_naive(sample):
     got = decision_metrics(p, y)["ece"]
     assert got == pytest.approx(naive_ece(p, y), abs=1e-9)
     tm = pytest.importorskip("torchmetrics.functional.classification")
-    ref = tm.multiclass_calibration_error(torch.tensor(p), torch.tensor(y), num_classes=4, n_bins=15, norm="l1")
+    ref = tm.multiclass_calibration_error(
+        torch.tensor(p), torch.tensor(y), num_classes=4, n_bins=15, norm="l1"
+    )
     assert got == pytest.approx(float(ref), abs=1e-5)
 
 

@@ -60,7 +60,9 @@ def test_prompt_length_from_chat_template(tiny_lm):
     sc = OptionScorer(model, tok)  # picks the chat template
     enc = sc.encode(Q, OPTS)
     user = sc.template.user_text(Q, OPTS)
-    gen = tok.apply_chat_template([{"role": "user", "content": user}], add_generation_prompt=True, tokenize=False)
+    gen = tok.apply_chat_template(
+        [{"role": "user", "content": user}], add_generation_prompt=True, tokenize=False
+    )
     assert enc.prompt_ids == tok(gen, add_special_tokens=False)["input_ids"]
     full = tok.apply_chat_template(
         [{"role": "user", "content": user}, {"role": "assistant", "content": OPTS[1]}], tokenize=False

@@ -74,7 +74,9 @@ def test_distill_lora_saves_and_reloads(tiny_lm, tmp_path):
                                      [it["answer"] for it in its])  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = distill(student, tok, its, cache, steps=5, grad_accum=4, lr=1e-2, template=TPL, progress=False)
+        model = distill(
+            student, tok, its, cache, steps=5, grad_accum=4, lr=1e-2, template=TPL, progress=False
+        )
     assert len(model.bolt_losses) == 5 and all(np.isfinite(model.bolt_losses))
     after_sc = OptionScorer(model, tok, template=TPL)
     after = [after_sc.score(it["question"], it["options"], context=it["context"]) for it in its[:3]]
@@ -87,4 +89,6 @@ def test_distill_lora_saves_and_reloads(tiny_lm, tmp_path):
     back = PeftModel.from_pretrained(base, tmp_path / "adapter").eval()
     again = OptionScorer(back, tok, template=TPL)
     for it, ref in zip(its[:3], after, strict=True):
-        assert torch.allclose(again.score(it["question"], it["options"], context=it["context"]), ref, atol=1e-5)
+        assert torch.allclose(
+            again.score(it["question"], it["options"], context=it["context"]), ref, atol=1e-5
+        )

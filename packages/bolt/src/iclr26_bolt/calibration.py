@@ -40,5 +40,7 @@ def fit_temperature(scores: Any, gold: Any, bounds: tuple[float, float] = (0.05,
     lo, hi = float(bounds[0]), float(bounds[1])
     if not 0 < lo < hi:
         raise UserError(f"temperature bounds must satisfy 0 < low < high, got {bounds}")
-    res = minimize_scalar(lambda t: nll_at(s, y, t), bounds=(lo, hi), method="bounded", options={"xatol": 1e-4})
+    res = minimize_scalar(
+        lambda t: nll_at(s, y, t), bounds=(lo, hi), method="bounded", options={"xatol": 1e-4}
+    )
     return float(res.x)

@@ -15,10 +15,16 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _cache_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="teacher: local model directory or hub id (tiny-gpt2 to try)")
-    p.add_argument("--data", required=True, help="items JSONL: {id, question, options, answer?, image?, type?}")
+    p.add_argument(
+        "--model", required=True, help="teacher: local model directory or hub id (tiny-gpt2 to try)"
+    )
+    p.add_argument(
+        "--data", required=True, help="items JSONL: {id, question, options, answer?, image?, type?}"
+    )
     p.add_argument("--out", required=True, help="new teacher cache JSONL file")
-    p.add_argument("--tau-kd", type=float, default=2.0, help="teacher temperature: p_T = softmax(s/tau) (2.0)")
+    p.add_argument(
+        "--tau-kd", type=float, default=2.0, help="teacher temperature: p_T = softmax(s/tau) (2.0)"
+    )
     p.add_argument("--batch-size", type=int, default=8, help="sequences per forward pass (default 8)")
     _common(p)
 
@@ -29,7 +35,9 @@ def _distill_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", required=True, help="teacher cache JSONL (from cache-teacher)")
     p.add_argument("--out", required=True, help="new (or empty) output directory")
     p.add_argument("--val", help="validation items JSONL (with answers): fits the temperature and the router")
-    p.add_argument("--target-cost", type=float, default=0.5, help="router: target mean extra cost (default 0.5)")
+    p.add_argument(
+        "--target-cost", type=float, default=0.5, help="router: target mean extra cost (default 0.5)"
+    )
     p.add_argument("--budget", type=float, default=2.0, help="router budget incl. pass-1 (default 2.0)")
     p.add_argument("--lr", type=float, default=2e-4, help="AdamW learning rate (default 2e-4)")
     p.add_argument("--grad-accum", type=int, default=8, help="items per optimizer step (default 8)")

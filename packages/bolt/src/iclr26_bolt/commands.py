@@ -96,14 +96,19 @@ def distill_cmd(args: argparse.Namespace) -> int:
     if val is not None and any(it.get("answer") is None for it in val):
         raise UserError("--val items need a gold 'answer' (to fit the temperature and the router)")
     if not 0 <= args.target_cost <= args.budget - 1.0:
-        raise UserError(f"--target-cost must be in [0, budget - 1 = {args.budget - 1.0:g}], got {args.target_cost}")
+        raise UserError(
+            f"--target-cost must be in [0, budget - 1 = {args.budget - 1.0:g}], got {args.target_cost}"
+        )
     if args.budget < 1.0:
         raise UserError(f"--budget must be >= 1.0 (it includes the pass-1 cost), got {args.budget}")
     _setup(args)
     model, tok = load_model(args.student)
     model = distill(model, tok, items, cache, lr=args.lr, grad_accum=args.grad_accum, epochs=args.epochs,
                     steps=args.steps, seed=args.seed, device=args.device)  # fmt: skip
-    metrics: dict[str, Any] = {"train_loss_first": model.bolt_losses[0], "train_loss_last": model.bolt_losses[-1]}
+    metrics: dict[str, Any] = {
+        "train_loss_first": model.bolt_losses[0],
+        "train_loss_last": model.bolt_losses[-1],
+    }
     with staged_dir(args.out) as tmp:
         model.save_pretrained(tmp)  # the LoRA adapter, safetensors
         tok.save_pretrained(tmp)
@@ -116,7 +121,9 @@ def distill_cmd(args: argparse.Namespace) -> int:
 
             scorer = OptionScorer(model, tok)
             pipe = Pipeline(scorer, memory=items, qd_tokens=args.qd_tokens, seed=args.seed)
-            raw = torch_stack([scorer.score(it["question"], it["options"], context=it.get("context")) for it in val])
+            raw = torch_stack(
+                [scorer.score(it["question"], it["options"], context=it.get("context")) for it in val]
+            )
             tau = fit_temperature(raw, [it["answer"] for it in val])
             pipe.tau_cal = tau
             actions = [a for a in ROUTER_ACTIONS if a != "HR" or any(it.get("image") for it in val)]
@@ -131,7 +138,9 @@ def distill_cmd(args: argparse.Namespace) -> int:
             metrics["val_pass1"] = decision_metrics(torch_stack(p1s), [it["answer"] for it in val])
             metrics["router"] = router.info
             metrics["gain_label_rate"] = dict(zip(actions, labels.mean(0).tolist(), strict=True))
-        write_json(tmp / "temperature.json", {"tau_cal": tau, "fitted_on": "val" if val is not None else None})
+        write_json(
+            tmp / "temperature.json", {"tau_cal": tau, "fitted_on": "val" if val is not None else None}
+        )
         write_json(tmp / "metrics.json", metrics)
     print(f"wrote the LoRA adapter, temperature.json{' and the router' if val else ''} to {args.out}")
     return 0
@@ -166,7 +175,11 @@ def answer(args: argparse.Namespace) -> int:
         tok = AutoTokenizer.from_pretrained(str(d))  # saved beside the adapter by `distill`
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load the adapter in {args.model!r} ({str(exc).splitlines()[0]})") from None
-    tau = json.loads((d / "temperature.json").read_text())["tau_cal"] if (d / "temperature.json").is_file() else 1.0
+    tau = (
+        json.loads((d / "temperature.json").read_text())["tau_cal"]
+        if (d / "temperature.json").is_file()
+        else 1.0
+    )
     memory = json.loads((d / "train_items.json").read_text()) if (d / "train_items.json").is_file() else []
     pipe = Pipeline(OptionScorer(model, tok), tau_cal=float(tau), memory=memory, qd_tokens=args.qd_tokens)
     router = None

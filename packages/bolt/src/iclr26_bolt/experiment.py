@@ -85,7 +85,10 @@ def build_student(tokenizer: Any, cfg: Any, seed: int) -> Any:
 def encode(data: SeedData, items: list[dict[str, Any]], view: str | None, order: list[int] | None = None):
     """Encode items at a view ("low", "high", or None: each item's own view), optionally slot-permuted."""
     w, sc = data.world, data.scorer
-    return [sc.encode(it["question"], it["options"], context=context(w, it, view or it["view"], order)) for it in items]
+    return [
+        sc.encode(it["question"], it["options"], context=context(w, it, view or it["view"], order))
+        for it in items
+    ]
 
 
 def prepare(cfg: Any, seed: int) -> SeedData:
@@ -99,7 +102,10 @@ def prepare(cfg: Any, seed: int) -> SeedData:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         scorer = OptionScorer(
-            build_student(tok, cfg.student, seed), tok, template=world_template(tok.eos_token), share_prompt=True
+            build_student(tok, cfg.student, seed),
+            tok,
+            template=world_template(tok.eos_token),
+            share_prompt=True,
         )
     data = SeedData(seed, world, tok, scorer, train, val, test)
     data.enc["train"] = encode(data, train, None)

@@ -61,7 +61,9 @@ def decision_metrics(probs: Any, gold: Any, n_bins: int = 15) -> dict[str, float
 
 def invalid_option_rate(predictions: Sequence[str], options: Sequence[Sequence[str]]) -> float:
     """IOR: share of predicted texts that are not (after stripping) one of the item's options."""
-    bad = sum(p.strip() not in {o.strip() for o in opts} for p, opts in zip(predictions, options, strict=True))
+    bad = sum(
+        p.strip() not in {o.strip() for o in opts} for p, opts in zip(predictions, options, strict=True)
+    )
     return bad / max(len(predictions), 1)
 
 

@@ -75,13 +75,17 @@ def odd_loss(
         return (lambda_kl * kl + lambda_ce * ce).mean()
     scores, probs = list(student_scores), list(teacher_probs)
     if not (len(scores) == len(probs) == len(gold_list)):
-        raise UserError(f"{len(scores)} score rows, {len(probs)} teacher rows and {len(gold_list)} gold labels")
+        raise UserError(
+            f"{len(scores)} score rows, {len(probs)} teacher rows and {len(gold_list)} gold labels"
+        )
     if not scores:
         raise UserError("odd_loss of an empty batch")
     losses = []
     for s, pt, y in zip(scores, probs, gold_list, strict=True):
         if s.shape != pt.shape:
-            raise UserError(f"an item has {s.shape[-1]} student scores but {pt.shape[-1]} teacher probabilities")
+            raise UserError(
+                f"an item has {s.shape[-1]} student scores but {pt.shape[-1]} teacher probabilities"
+            )
         if y >= s.shape[-1]:
             raise UserError(f"gold index {y} out of range for {s.shape[-1]} options")
         losses.append(_one(s, pt, y, lambda_kl, lambda_ce, label_smoothing))

@@ -88,7 +88,9 @@ def netcal_check(data: SeedData) -> dict[str, Any]:
         "ece_ours": decision_metrics(p_test, y_test)["ece"],
         "ece_netcal": ece_theirs,
         "tau_ours": tau,
-        "tau_netcal": float(1.0 / t_net[0]) if t_net.size and t_net[0] != 0 else float("nan"),  # netcal: w = 1/T
+        "tau_netcal": float(1.0 / t_net[0])
+        if t_net.size and t_net[0] != 0
+        else float("nan"),  # netcal: w = 1/T
         "ece_after_ours": decision_metrics(softmax(s_test, tau), y_test)["ece"],
         "ece_after_netcal": ece_theirs_ts,
     }

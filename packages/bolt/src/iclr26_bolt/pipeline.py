@@ -97,7 +97,9 @@ class Pipeline:
         if not shots:
             return None, rho
         lines = [
-            f"Example: Q: {m['question']} A: {m['options'][m['answer']]}" for m in shots if m.get("answer") is not None
+            f"Example: Q: {m['question']} A: {m['options'][m['answer']]}"
+            for m in shots
+            if m.get("answer") is not None
         ]
         ctx = "\n".join([*lines, item.get("context") or ""]).strip()
         return self._probs(item, self._image(item, self.base_edge), ctx), rho

@@ -52,7 +52,9 @@ class PromptTemplate:
         has = bool(getattr(tokenizer, "chat_template", None))
         return has if self.chat is None else bool(self.chat)
 
-    def render(self, tokenizer: Any, user_text: str, answer: str | None, image: bool = False) -> tuple[str, str]:
+    def render(
+        self, tokenizer: Any, user_text: str, answer: str | None, image: bool = False
+    ) -> tuple[str, str]:
         """(prompt string, joint string): the prompt ends where the scored answer begins; the joint string is
         prompt + answer (with ``answer=None`` the joint string is the prompt). A chat template that re-renders
         the user turn once an assistant turn follows gives a joint string that does not start with the prompt;

@@ -39,7 +39,10 @@ def reference_text(cfg: Any, seeds: list[dict[str, Any]], bench: dict[str, Any])
         f"| Bayes posterior | {_pct(_mean([s['bayes_acc'] for s in seeds]))} | "
         f"{_pct(_mean([s['bayes_ece'] for s in seeds]))} | | | | | | |"
     )
-    cand = {k: _mean([s["route"]["candidates_acc"][k] for s in seeds]) for k in seeds[0]["route"]["candidates_acc"]}
+    cand = {
+        k: _mean([s["route"]["candidates_acc"][k] for s in seeds])
+        for k in seeds[0]["route"]["candidates_acc"]
+    }
     lines += ["", "## bTTA on the ODD student (calibrated)", "",
               "Candidate accuracy on every test item: " + ", ".join(f"{k} {_pct(v)}" for k, v in cand.items()), "",
               "| target extra cost | router acc | realised cost | random acc | entropy-only acc (cost) | "
@@ -63,10 +66,18 @@ def reference_text(cfg: Any, seeds: list[dict[str, Any]], bench: dict[str, Any])
     g = [s["route"]["greedy"] for s in seeds]
     lines += ["", f"Official greedy policy (2 rounds, refreshed features) at target {g[0]['target']:g}: "
               f"acc {_pct(_mean([x['acc'] for x in g]))}, realised cost {_mean([x['cost'] for x in g]):.3f}."]  # fmt: skip
-    lines += ["", "## Always-on subsets", "", "| actions | extra cost | acc | within B - 1 |", "| --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "## Always-on subsets",
+        "",
+        "| actions | extra cost | acc | within B - 1 |",
+        "| --- | --- | --- | --- |",
+    ]
     for j, row in enumerate(seeds[0]["route"]["always_on"]):
         acc = _mean([s["route"]["always_on"][j]["acc"] for s in seeds])
-        lines.append(f"| {row['actions']} | {row['extra_cost']:.2f} | {_pct(acc)} | {'yes' if row['within_budget'] else 'no'} |")
+        lines.append(
+            f"| {row['actions']} | {row['extra_cost']:.2f} | {_pct(acc)} | {'yes' if row['within_budget'] else 'no'} |"
+        )
     lines += ["", f"## Per-feature router ablation (target {g[0]['target']:g})", "",
               "| refit without | acc | realised cost |", "| --- | --- | --- |"]  # fmt: skip
     for j, row in enumerate(seeds[0]["route"]["ablation"]):
@@ -78,5 +89,7 @@ def reference_text(cfg: Any, seeds: list[dict[str, Any]], bench: dict[str, Any])
     lines += ["", "Gain-label base rates on validation (pass-1 wrong and the action right): "
               + ", ".join(f"{a} {_pct(v)}" for a, v in rates.items())]  # fmt: skip
     if bench:
-        lines += ["", "## Peers (same inputs)", ""] + [f"- {k}: {v}" for k, v in bench.get("lines", {}).items()]
+        lines += ["", "## Peers (same inputs)", ""] + [
+            f"- {k}: {v}" for k, v in bench.get("lines", {}).items()
+        ]
     return "\n".join(lines) + "\n"

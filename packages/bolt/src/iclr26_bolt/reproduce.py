@@ -70,7 +70,10 @@ def run_seed(cfg: Any, seed: int, ctx: Any, keep: list[Any] | None = None) -> di
         arms[arm] = met
         correct[arm] = (s.argmax(-1) == y).astype(np.float64)
         if seed == int(cfg.seed):  # the reliability diagram's data (first seed), dropped from metrics.json
-            met["_reliability"] = {"confidence": softmax(s).max(-1).tolist(), "correct": correct[arm].tolist()}
+            met["_reliability"] = {
+                "confidence": softmax(s).max(-1).tolist(),
+                "correct": correct[arm].tolist(),
+            }
     t_scores = teacher_on(data, cfg, data.test, salt=1)
     bayes = np.stack([data.world.log_posterior(it, list(range(it["n_visible"]))) for it in data.test])
     diff = correct["odd"] - correct["token_kd"]
@@ -80,7 +83,12 @@ def run_seed(cfg: Any, seed: int, ctx: Any, keep: list[Any] | None = None) -> di
     encs = data.enc["test/low"][:n5]
     texts = generate_answers(data.models["sft"], data.tokenizer, encs, int(cfg.c5.max_new_tokens))
     opts = [it["options"] for it in data.test[:n5]]
-    scorer_pred = [it["options"][int(i)] for it, i in zip(data.test[:n5], np.argmax(raw_scores(data.models["sft"], encs, data.pad_id), -1), strict=True)]
+    scorer_pred = [
+        it["options"][int(i)]
+        for it, i in zip(
+            data.test[:n5], np.argmax(raw_scores(data.models["sft"], encs, data.pad_id), -1), strict=True
+        )
+    ]
     return {
         "seed": seed,
         "arms": arms,
@@ -112,8 +120,12 @@ def _claims(cfg: Any, seeds: list[dict[str, Any]]) -> list[Claim]:
         "C1",
         "ODD beats token-level KD (pass-1 test accuracy)",
         "42.89 vs 37.58",
-        {"ODD": round(100 * acc["odd"], 2), "token-KD": round(100 * acc["token_kd"], 2), "diff": round(100 * d1, 2),
-         "SE": round(100 * se1, 2)},  # fmt: skip
+        {
+            "ODD": round(100 * acc["odd"], 2),
+            "token-KD": round(100 * acc["token_kd"], 2),
+            "diff": round(100 * d1, 2),
+            "SE": round(100 * se1, 2),
+        },
         bool(d1 >= 0.01 and d1 > 2 * se1),
         "mean acc(ODD) - acc(token-KD) >= 1.0 point and > 2 paired-bootstrap SEs",
         f"{n} seed(s) x {int(cfg.data.n_test)} test items; SFT {100 * acc['sft']:.2f}",
@@ -128,7 +140,9 @@ def _claims(cfg: Any, seeds: list[dict[str, Any]]) -> list[Claim]:
         "mean acc(ODD) > acc(teacher) on the same pass-1 inputs",
         "partly by design: the gold CE anchor and averaging the teacher's noise over items",
     )
-    gaps = {a: round(100 * mean(lambda s, a=a: s["arms"][a]["confidence"] - s["arms"][a]["acc"]), 2) for a in ARMS}
+    gaps = {
+        a: round(100 * mean(lambda s, a=a: s["arms"][a]["confidence"] - s["arms"][a]["acc"]), 2) for a in ARMS
+    }
     c3 = Claim(
         "C3",
         "ODD lowers calibration error (before temperature scaling)",
@@ -140,24 +154,36 @@ def _claims(cfg: Any, seeds: list[dict[str, Any]]) -> list[Claim]:
         "(finite-sample floor; expected not to hold: SFT's optimum is the calibrated posterior)",
     )
     rows = [r for s in seeds for r in s["route"]["rows"]]
-    adv = {k: float(np.mean([np.mean(s["route"]["per_item"][k]) for s in seeds])) for k in ("random", "entropy")}
+    adv = {
+        k: float(np.mean([np.mean(s["route"]["per_item"][k]) for s in seeds])) for k in ("random", "entropy")
+    }
     ses = {}
     for k in ("random", "entropy"):
-        ses[k] = _se([paired_boot_se(s["route"]["per_item"][k], int(cfg.route.boot), s["seed"]) for s in seeds])
+        ses[k] = _se(
+            [paired_boot_se(s["route"]["per_item"][k], int(cfg.route.boot), s["seed"]) for s in seeds]
+        )
     holds4 = adv["random"] > 2 * ses["random"] and adv["entropy"] > -ses["entropy"]
     by_t = {}
     for t in [float(x) for x in cfg.route.targets]:
         rs = [r for r in rows if r["target"] == t]
-        by_t[t] = {k: round(100 * float(np.mean([r[k]["acc"] for r in rs])), 2) for k in ("router", "random", "entropy")}
+        by_t[t] = {
+            k: round(100 * float(np.mean([r[k]["acc"] for r in rs])), 2)
+            for k in ("router", "random", "entropy")
+        }
         by_t[t]["cost"] = round(float(np.mean([r["router"]["cost"] for r in rs])), 3)
     p1 = mean(lambda s: s["route"]["pass1"]["acc"])
     c4 = Claim(
         "C4",
         "budgeted routing adds accuracy where it pays and beats single-signal triggering at equal cost",
         "42.89 -> 50.50 (all augmentations); +1.4-2.2 over single-signal",
-        {"pass-1": round(100 * p1, 2), **{f"@{t:g}": v for t, v in by_t.items()},
-         "adv vs random": round(100 * adv["random"], 2), "SE": round(100 * ses["random"], 2),
-         "adv vs entropy": round(100 * adv["entropy"], 2), "SE entropy": round(100 * ses["entropy"], 2)},  # fmt: skip
+        {
+            "pass-1": round(100 * p1, 2),
+            **{f"@{t:g}": v for t, v in by_t.items()},
+            "adv vs random": round(100 * adv["random"], 2),
+            "SE": round(100 * ses["random"], 2),
+            "adv vs entropy": round(100 * adv["entropy"], 2),
+            "SE entropy": round(100 * ses["entropy"], 2),
+        },
         bool(holds4),
         "mean advantage over budgets and seeds > 2 SEs vs random and > -1 paired SE vs entropy-only",
         "router = Lagrangian policy on [p_max, margin, H, rho]; random = the router's decisions dealt to random "
@@ -172,8 +198,12 @@ def _claims(cfg: Any, seeds: list[dict[str, Any]]) -> list[Claim]:
         "C5",
         "option scoring removes invalid answers and overconfident errors",
         "IOR 0; OCW@0.7 4.18% -> 0.19%",
-        {"IOR scorer": ior_s, "IOR generation": round(100 * ior_g, 2),
-         "OCW@0.7 pass-1": round(100 * ocw_p1, 2), "OCW@0.7 routed": round(100 * ocw_r, 2)},  # fmt: skip
+        {
+            "IOR scorer": ior_s,
+            "IOR generation": round(100 * ior_g, 2),
+            "OCW@0.7 pass-1": round(100 * ocw_p1, 2),
+            "OCW@0.7 routed": round(100 * ocw_r, 2),
+        },
         bool(ior_s == 0 and ior_s < ior_g and ocw_r <= ocw_p1),
         "IOR(scorer) = 0 < IOR(generation) and OCW(routed) <= OCW(pass-1), means over seeds",
         f"generation: SFT student, greedy <= {int(cfg.c5.max_new_tokens)} tokens; routed at target "

@@ -125,7 +125,7 @@ def route_seed(data: Any, cfg: Any) -> dict[str, Any]:
             "QD": float((test.qd.argmax(-1) == test.gold).mean()),
         },
         "gain_label_rate": {a: float(labels[:, j].mean()) for j, a in enumerate(ACTIONS)},
-        "gain_weights": {a: router.w[j].tolist() + [float(router.b[j])] for j, a in enumerate(ACTIONS)},
+        "gain_weights": {a: [*router.w[j].tolist(), float(router.b[j])] for j, a in enumerate(ACTIONS)},
         "rows": rows,
         "per_item": {k: np.mean(v, axis=0) for k, v in per_item.items()},
         "always_on": subsets_table(o_test, costs, budget),
@@ -146,7 +146,9 @@ def ablation(cfg, seed, f_val, f_test, labels, o_test: Outcomes, target: float) 
         r.tune(f_val, target)
         dec = r.decide(f_test)
         c = o_test.of(_masks(dec))[0]
-        rows.append({"without": drop or "(none)", "acc": float(c.mean()), "cost": float(r.extra_cost(dec).mean())})
+        rows.append(
+            {"without": drop or "(none)", "acc": float(c.mean()), "cost": float(r.extra_cost(dec).mean())}
+        )
     return rows
 
 
@@ -173,5 +175,7 @@ def frontier(router, f_test, o_test: Outcomes, h_val, h_test, costs, budget) -> 
         out["entropy"].append((cost, float(o_test.of(m)[0].mean())))
     for m, subset in enumerate(SUBSETS):
         if subset:
-            out["always_on"].append(("+".join(subset), sum(costs[a] for a in subset), float(o_test.correct[:, m].mean())))
+            out["always_on"].append(
+                ("+".join(subset), sum(costs[a] for a in subset), float(o_test.correct[:, m].mean()))
+            )
     return out

@@ -138,7 +138,9 @@ class BudgetRouter:
         else:
             y = torch.as_tensor(labels, dtype=torch.float32)
         if y.shape != (x.shape[0], len(self.actions)):
-            raise UserError(f"gain labels must be [N={x.shape[0]}, A={len(self.actions)}], got {tuple(y.shape)}")
+            raise UserError(
+                f"gain labels must be [N={x.shape[0]}, A={len(self.actions)}], got {tuple(y.shape)}"
+            )
         gen = torch.Generator().manual_seed(self.seed)
         for j in range(len(self.actions)):
             lin = torch.nn.Linear(x.shape[1], 1)

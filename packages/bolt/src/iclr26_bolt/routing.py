@@ -101,7 +101,9 @@ def qd_orders(seed: int, n_obs: int, k_d: int) -> list[list[int]]:
     return orders
 
 
-def build_candidates(data: SeedData, cfg: Any, split: str, tau_cal: float, memory: dict[str, Any]) -> Candidates:
+def build_candidates(
+    data: SeedData, cfg: Any, split: str, tau_cal: float, memory: dict[str, Any]
+) -> Candidates:
     """Score pass-1, HR, QD views of a split with the ODD student and add retrieval."""
     model = data.models["odd"]
     items = data.val if split == "val" else data.test
@@ -119,7 +121,17 @@ def build_candidates(data: SeedData, cfg: Any, split: str, tau_cal: float, memor
     w = float(cfg.route.rag_weight)
     rag = (1 - w) * p1 + w * votes
     rag = rag / rag.sum(-1, keepdims=True)
-    return Candidates(p1, hr, rag, qd, qd_each, rho, kappa, y, major == np.array([it["objects"][it["answer"]] for it in items]))
+    return Candidates(
+        p1,
+        hr,
+        rag,
+        qd,
+        qd_each,
+        rho,
+        kappa,
+        y,
+        major == np.array([it["objects"][it["answer"]] for it in items]),
+    )
 
 
 def memory_of(data: SeedData) -> dict[str, Any]:
@@ -134,7 +146,9 @@ def memory_of(data: SeedData) -> dict[str, Any]:
 
 def retrieve(data: SeedData, items: list[dict[str, Any]], memory: dict[str, Any], k_r: int):
     """(ρ [N], votes [N, K], majority gold object [N]) from the same-type top-K_r neighbours."""
-    q = prompt_embeddings(data.models["odd"], data.enc["val/low" if items is data.val else "test/low"], data.pad_id)
+    q = prompt_embeddings(
+        data.models["odd"], data.enc["val/low" if items is data.val else "test/low"], data.pad_id
+    )
     n, k = len(items), len(items[0]["options"])
     rho, votes, major = np.zeros(n), np.zeros((n, k)), np.zeros(n, dtype=np.int64)
     for t in np.unique(memory["type"]):

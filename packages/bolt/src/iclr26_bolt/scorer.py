@@ -160,7 +160,9 @@ def score_encoded(
             items.append(enc)
             n_seq += enc.k
         if items:
-            out += shared_prompt_logprobs(model, [e.prompt_ids for e in items], [e.option_ids for e in items], pad_id)
+            out += shared_prompt_logprobs(
+                model, [e.prompt_ids for e in items], [e.option_ids for e in items], pad_id
+            )
         return out
     flat = [(enc.prompt_ids, ids) for enc in encoded for ids in enc.option_ids]
     values = []

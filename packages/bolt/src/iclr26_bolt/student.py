@@ -60,7 +60,9 @@ def odd_batch_loss(
     if score_fn is not None:
         scores = list(score_fn(model, encoded))
     else:
-        scores = shared_prompt_logprobs(model, [e.prompt_ids for e in encoded], [e.option_ids for e in encoded], pad_id)
+        scores = shared_prompt_logprobs(
+            model, [e.prompt_ids for e in encoded], [e.option_ids for e in encoded], pad_id
+        )
     same_k = len({e.k for e in encoded}) == 1
     if same_k:
         s = torch.stack(scores)

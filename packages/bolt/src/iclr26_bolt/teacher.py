@@ -91,7 +91,9 @@ class TeacherCache(Mapping[str, dict[str, Any]]):
             from iclr26_core.cli import progress
 
             for it in progress(items, desc="teacher scores"):
-                enc = scorer.encode(it["question"], it["options"], load_image(it.get("image")), it.get("context"))
+                enc = scorer.encode(
+                    it["question"], it["options"], load_image(it.get("image")), it.get("context")
+                )
                 s = scorer.scores([enc])[0].detach().float().cpu()
                 entries[it["id"]] = cls.entry(it["id"], s, it.get("answer"), tau_kd, scorer.name)
         finally:

@@ -143,9 +143,7 @@ def bayes_log_posterior(world: World, items: list[dict[str, Any]], view: str) ->
     return np.stack([world.log_posterior(it, visible_positions(it, view)) for it in items])
 
 
-def teacher_scores(
-    log_post: np.ndarray, seed: int, tau_kd: float = 2.0, beta: float = 1.0
-) -> np.ndarray:
+def teacher_scores(log_post: np.ndarray, seed: int, tau_kd: float = 2.0, beta: float = 1.0) -> np.ndarray:
     """s_T = τ_kd·(log p* + Gumbel(0, β)): [N, K]."""
     rng = np.random.default_rng([seed, 11])
     return tau_kd * (log_post + rng.gumbel(0.0, beta, size=log_post.shape))
@@ -156,5 +154,7 @@ def corpus(world: World, items: list[dict[str, Any]]) -> list[str]:
     texts = [" ".join(world.vocabulary()) for _ in range(50)]
     for it in items:
         ctx = context(world, it, "high")
-        texts.append(f"image: {ctx}\noptions: {', '.join(it['options'])}\nq: {it['question']}\na: {it['options'][0]}")
+        texts.append(
+            f"image: {ctx}\noptions: {', '.join(it['options'])}\nq: {it['question']}\na: {it['options'][0]}"
+        )
     return texts
