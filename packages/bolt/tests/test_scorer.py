@@ -114,3 +114,17 @@ def test_world_words_are_single_tokens(world_tok):
     world, tok = world_tok
     for w in world.vocabulary():
         assert len(tok(" " + w, add_special_tokens=False)["input_ids"]) == 1, w
+
+
+def test_batched_generation_equals_one_by_one(world_tok):
+    from iclr26_bolt.reproduce import generate_answers
+    from iclr26_bolt.world import world_template
+    from iclr26_core.models import tiny_model
+
+    _, tok = world_tok
+    model = tiny_model("gpt2", vocab_size=len(tok), seed=3)
+    sc = OptionScorer(model, tok, template=world_template(tok.eos_token))
+    encs = [sc.encode(Q, OPTS[: 2 + i % 3], context=" ".join(["round"] * (1 + i))) for i in range(5)]
+    one = generate_answers(model, tok, encs, 4, batch_size=1)
+    assert generate_answers(model, tok, encs, 4, batch_size=5) == one
+    assert len(one) == 5 and all(isinstance(t, str) for t in one)

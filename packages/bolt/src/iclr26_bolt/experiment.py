@@ -45,6 +45,13 @@ class SeedData:
     cache: TeacherCache | None = None
     models: dict[str, Any] = field(default_factory=dict)
     losses: dict[str, list[float]] = field(default_factory=dict)
+    scores: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (arm, encoding key) -> [N, K]
+
+    def arm_scores(self, arm: str, key: str) -> np.ndarray:
+        """Raw option scores of ``data.enc[key]`` under arm ``arm`` (computed once)."""
+        if (arm, key) not in self.scores:
+            self.scores[(arm, key)] = raw_scores(self.models[arm], self.enc[key], self.pad_id)
+        return self.scores[(arm, key)]
 
     @property
     def pad_id(self) -> int:

@@ -25,27 +25,32 @@ def _se(ses: list[float]) -> float:
     return float(np.sqrt(np.sum(np.square(ses))) / len(ses))
 
 
-def generate_answers(model: Any, tokenizer: Any, encoded: list[Any], max_new_tokens: int) -> list[str]:
-    """Greedy generation (≤ max_new_tokens, stopping at EOS or a newline) from each item's prompt ids."""
+def generate_answers(
+    model: Any, tokenizer: Any, encoded: list[Any], max_new_tokens: int, batch_size: int = 64
+) -> list[str]:
+    """Greedy generation (≤ max_new_tokens, stopping at EOS or a newline) from each item's prompt ids;
+    left-padded batches through ``model.generate``."""
     import torch
 
     newline = tokenizer("\n", add_special_tokens=False)["input_ids"]
     stop = [tokenizer.eos_token_id, *newline[-1:]]
+    pad = tokenizer.pad_token_id
     out = []
     model.eval()
     with torch.no_grad():
-        for enc in encoded:
-            ids = torch.tensor([enc.prompt_ids])
-            gen = model.generate(
-                input_ids=ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=max_new_tokens,
-                do_sample=False,
-                eos_token_id=stop,
-                pad_token_id=tokenizer.pad_token_id,
-            )
-            text = tokenizer.decode(gen[0, ids.shape[1] :], skip_special_tokens=True)
-            out.append(text.split("\n")[0].strip())
+        for s in range(0, len(encoded), batch_size):
+            prompts = [e.prompt_ids for e in encoded[s : s + batch_size]]
+            width = max(map(len, prompts))
+            ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for i, p in enumerate(prompts):
+                ids[i, width - len(p) :] = torch.tensor(p)
+                mask[i, width - len(p) :] = 1
+            gen = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                 do_sample=False, eos_token_id=stop, pad_token_id=pad)  # fmt: skip
+            for row in gen[:, width:]:
+                text = tokenizer.decode(row, skip_special_tokens=True)
+                out.append(text.split("\n")[0].strip())
     return out
 
 
@@ -59,11 +64,11 @@ def run_seed(cfg: Any, seed: int, ctx: Any, keep: list[Any] | None = None) -> di
     correct: dict[str, np.ndarray] = {}
     val_y = gold(data.val)
     for arm in ARMS:
-        s = raw_scores(data.models[arm], data.enc["test/low"], data.pad_id)
+        s = data.arm_scores(arm, "test/low")
         met = decision_metrics(softmax(s), y)
         from .calibration import fit_temperature
 
-        tau = fit_temperature(raw_scores(data.models[arm], data.enc["val/low"], data.pad_id), val_y)
+        tau = fit_temperature(data.arm_scores(arm, "val/low"), val_y)
         met["ece_temperature_scaled"] = decision_metrics(softmax(s, tau), y)["ece"]
         met["tau_cal"] = tau
         met["final_loss"] = float(np.mean(data.losses[arm][-20:]))
@@ -77,18 +82,15 @@ def run_seed(cfg: Any, seed: int, ctx: Any, keep: list[Any] | None = None) -> di
     t_scores = teacher_on(data, cfg, data.test, salt=1)
     bayes = np.stack([data.world.log_posterior(it, list(range(it["n_visible"]))) for it in data.test])
     diff = correct["odd"] - correct["token_kd"]
+    ctx.log(f"seed {seed}: trained; scoring the routing views and fitting the router")
     route = route_seed(data, cfg)
     # C5: generation by the SFT student vs option scoring
     n5 = min(int(cfg.c5.n_items), len(data.test))
     encs = data.enc["test/low"][:n5]
     texts = generate_answers(data.models["sft"], data.tokenizer, encs, int(cfg.c5.max_new_tokens))
     opts = [it["options"] for it in data.test[:n5]]
-    scorer_pred = [
-        it["options"][int(i)]
-        for it, i in zip(
-            data.test[:n5], np.argmax(raw_scores(data.models["sft"], encs, data.pad_id), -1), strict=True
-        )
-    ]
+    sft_choice = data.arm_scores("sft", "test/low")[:n5].argmax(-1)
+    scorer_pred = [it["options"][int(k)] for it, k in zip(data.test[:n5], sft_choice, strict=True)]
     return {
         "seed": seed,
         "arms": arms,

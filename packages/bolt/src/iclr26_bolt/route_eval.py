@@ -47,11 +47,11 @@ def _masks(decisions: list[list[str]]) -> np.ndarray:
 
 def _refresh(c: Candidates):
     """Greedy policy: the features after an action, from that action's distribution (ρ unchanged)."""
-    cand = {"HR": c.hr, "tmRAG": c.rag, "QD": c.qd}
+    rho = torch.from_numpy(c.rho)
+    after = {a: router_features(torch.from_numpy(p), rho, None) for a, p in (("HR", c.hr), ("tmRAG", c.rag), ("QD", c.qd))}
 
     def fn(i: int, action: str) -> torch.Tensor:
-        p = torch.from_numpy(cand[action][i : i + 1])
-        return router_features(p, torch.tensor([c.rho[i]]), None)[0]
+        return after[action][i]
 
     return fn
 

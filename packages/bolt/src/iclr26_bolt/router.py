@@ -178,17 +178,26 @@ class BudgetRouter:
         g = self.gains(features)
         util = g * torch.tensor([self.weights[n] for n in self.names]) / self.costs
         spare = self.budget - 1.0 + 1e-9
-        out: list[list[str]] = []
-        for i in range(g.shape[0]):
-            if self.policy == "lagrangian":
-                chosen, spent = [], 0.0
-                for j in sorted(range(len(self.actions)), key=lambda j: -float(util[i, j])):
-                    if float(util[i, j]) >= tau and spent + self.actions[j].cost <= spare:
-                        chosen.append(self.names[j])
-                        spent += self.actions[j].cost
-                out.append(chosen)
-            else:
-                out.append(self._greedy(i, util[i], tau, spare, refresh))
+        if self.policy == "lagrangian":
+            return self._lagrangian(util, tau, spare)
+        return [self._greedy(i, util[i], tau, spare, refresh) for i in range(g.shape[0])]
+
+    def _lagrangian(self, util: torch.Tensor, tau: float, spare: float) -> list[list[str]]:
+        """Vectorised over items: walk the actions in decreasing utility, add each one that clears τ and fits."""
+        order = torch.argsort(-util, dim=1, stable=True)
+        costs = self.costs.to(util.dtype)
+        spent = torch.zeros(util.shape[0], dtype=util.dtype)
+        taken = torch.zeros_like(util, dtype=torch.bool)
+        rows = torch.arange(util.shape[0])
+        for r in range(util.shape[1]):
+            j = order[:, r]
+            ok = (util[rows, j] >= tau) & (spent + costs[j] <= spare)
+            taken[rows[ok], j[ok]] = True
+            spent = spent + torch.where(ok, costs[j], torch.zeros_like(spent))
+        names = self.names
+        out = []
+        for i in range(util.shape[0]):
+            out.append([names[int(j)] for j in order[i] if taken[i, j]])
         return out
 
     def _greedy(self, i: int, util: torch.Tensor, tau: float, spare: float, refresh: Any) -> list[str]:

@@ -108,7 +108,7 @@ def build_candidates(
     model = data.models["odd"]
     items = data.val if split == "val" else data.test
     y = gold(items)
-    s1 = raw_scores(model, data.enc[f"{split}/low"], data.pad_id)
+    s1 = data.arm_scores("odd", f"{split}/low")
     p1 = softmax(s1, tau_cal)
     hr = softmax(raw_scores(model, encode(data, items, "high"), data.pad_id), tau_cal)
     orders = qd_orders(data.seed, len(items[0]["obs"]), int(cfg.route.k_d))
@@ -170,8 +170,7 @@ def retrieve(data: SeedData, items: list[dict[str, Any]], memory: dict[str, Any]
 
 def calibrate(data: SeedData) -> float:
     """τ_cal of the ODD student on validation pass-1 scores."""
-    s = raw_scores(data.models["odd"], data.enc["val/low"], data.pad_id)
-    return fit_temperature(s, gold(data.val))
+    return fit_temperature(data.arm_scores("odd", "val/low"), gold(data.val))
 
 
 def ladder(target: float, costs: dict[str, float], budget: float) -> tuple[str, ...]:

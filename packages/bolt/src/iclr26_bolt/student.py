@@ -25,6 +25,8 @@ from .scorer import Encoded, shared_prompt_logprobs
 from .token_kd import token_ce_loss
 
 ARMS = ("odd", "sft", "token_kd")
+# token-level arms: (target, loss_on); "token_kd_answer" is a diagnostic (teacher labels, answer-only loss)
+TOKEN_ARMS = {"sft": ("gold", "answer"), "token_kd": ("teacher", "all"), "token_kd_answer": ("teacher", "answer")}
 
 
 @dataclass
@@ -92,8 +94,8 @@ def train_student(
     """
     from iclr26_core.train import TrainConfig, batch_indices, train_lm
 
-    if cfg.arm not in ARMS:
-        raise UserError(f"unknown arm {cfg.arm!r}; choose one of {', '.join(ARMS)}")
+    if cfg.arm != "odd" and cfg.arm not in TOKEN_ARMS:
+        raise UserError(f"unknown arm {cfg.arm!r}; choose one of odd, {', '.join(TOKEN_ARMS)}")
     if cfg.arm != "sft" and teacher_probs is None:
         raise UserError(f"arm {cfg.arm!r} needs the teacher's probabilities")
     n = len(encoded)
@@ -102,7 +104,7 @@ def train_student(
     if cfg.arm == "sft" and any(g < 0 for g in gold):
         raise UserError("SFT needs a gold answer for every training item")
     targets = (
-        list(gold) if cfg.arm == "sft" else [int(torch.argmax(p)) for p in teacher_probs]  # type: ignore[union-attr]
+        list(gold) if cfg.arm in ("sft", "odd") else [int(torch.argmax(p)) for p in teacher_probs]  # type: ignore[union-attr]
     )
     tcfg = TrainConfig(
         steps=cfg.steps,
@@ -128,7 +130,7 @@ def train_student(
         if cfg.arm == "odd":
             tp = [teacher_probs[i] for i in rows]  # type: ignore[index]
             return odd_batch_loss(m, encs, tp, [gold[i] for i in rows], pad_id, cfg, score_fn)
-        loss_on = "answer" if cfg.arm == "sft" else "all"
+        loss_on = TOKEN_ARMS[cfg.arm][1]
         prompts = [e.prompt_ids for e in encs]
         answers = [e.option_ids[targets[i]] for e, i in zip(encs, rows, strict=True)]
         return token_ce_loss(m, prompts, answers, loss_on=loss_on, pad_id=pad_id)
