@@ -92,10 +92,9 @@ def build_student(tokenizer: Any, cfg: Any, seed: int) -> Any:
 def encode(data: SeedData, items: list[dict[str, Any]], view: str | None, order: list[int] | None = None):
     """Encode items at a view ("low", "high", or None: each item's own view), optionally slot-permuted."""
     w, sc = data.world, data.scorer
-    return [
-        sc.encode(it["question"], it["options"], context=context(w, it, view or it["view"], order))
-        for it in items
-    ]
+    return sc.encode_many(
+        [(it["question"], it["options"], context(w, it, view or it["view"], order)) for it in items]
+    )
 
 
 def prepare(cfg: Any, seed: int) -> SeedData:

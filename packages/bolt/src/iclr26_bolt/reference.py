@@ -46,8 +46,9 @@ def reference_text(cfg: Any, seeds: list[dict[str, Any]], bench: dict[str, Any])
     lines += ["", "## bTTA on the ODD student (calibrated)", "",
               "Candidate accuracy on every test item: " + ", ".join(f"{k} {_pct(v)}" for k, v in cand.items()), "",
               "| target extra cost | router acc | realised cost | random acc | entropy-only acc (cost) | "
-              "RouteLLM-style acc (cost) | routed share | HR / tmRAG / QD share | flip | RCR | OCW@0.7 |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+              "RouteLLM-style acc (cost) | converged-gain router acc (cost) | routed share | HR / tmRAG / QD share | "
+              "flip | RCR | OCW@0.7 |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for j, t in enumerate(cfg.route.targets):
         rs = [s["route"]["rows"][j] for s in seeds]
 
@@ -60,6 +61,7 @@ def reference_text(cfg: Any, seeds: list[dict[str, Any]], bench: dict[str, Any])
             f"{_pct(m(lambda r: r['random']['acc']))} | {_pct(m(lambda r: r['entropy']['acc']))} "
             f"({m(lambda r: r['entropy']['cost']):.3f}, {rs[0]['entropy']['bundle']}) | "
             f"{_pct(m(lambda r: r['routellm']['acc']))} ({m(lambda r: r['routellm']['cost']):.3f}) | "
+            f"{_pct(m(lambda r: r['converged']['acc']))} ({m(lambda r: r['converged']['cost']):.3f}) | "
             f"{_pct(m(lambda r: r['routed_share']))} | {share} | {_pct(m(lambda r: r['flip']))} | "
             f"{_pct(m(lambda r: r['rcr']))} | {_pct(m(lambda r: r['ocw_routed']))} |"
         )
@@ -85,9 +87,20 @@ def reference_text(cfg: Any, seeds: list[dict[str, Any]], bench: dict[str, Any])
             f"| {row['without']} | {_pct(_mean([s['route']['ablation'][j]['acc'] for s in seeds]))} | "
             f"{_mean([s['route']['ablation'][j]['cost'] for s in seeds]):.3f} |"
         )
-    rates = {a: _mean([s["route"]["gain_label_rate"][a] for s in seeds]) for a in ("HR", "tmRAG", "QD")}
-    lines += ["", "Gain-label base rates on validation (pass-1 wrong and the action right): "
-              + ", ".join(f"{a} {_pct(v)}" for a, v in rates.items())]  # fmt: skip
+    acts = ("HR", "tmRAG", "QD")
+    rates = {a: _mean([s["route"]["gain_label_rate"][a] for s in seeds]) for a in acts}
+    gains = {a: _mean([s["route"]["mean_gain"][a] for s in seeds]) for a in acts}
+    conv = {a: _mean([s["route"]["mean_gain_converged"][a] for s in seeds]) for a in acts}
+    lines += ["", "Gain labels on validation (pass-1 wrong and the action right), base rate / mean predicted gain "
+              "(80 epochs, the paper) / mean predicted gain (2,000 epochs): "
+              + ", ".join(f"{a} {_pct(rates[a])} / {_pct(gains[a])} / {_pct(conv[a])}" for a in acts)]  # fmt: skip
+    cands = seeds[0]["route"]["candidates_ocw"]
+    ocws = {k: _mean([s["route"]["candidates_ocw"][k] for s in seeds]) for k in cands}
+    lines += [
+        "",
+        "OCW@0.7 of each candidate on every test item: "
+        + ", ".join(f"{k} {_pct(v)}" for k, v in ocws.items()),
+    ]
     if bench:
         lines += ["", "## Peers (same inputs)", ""] + [
             f"- {k}: {v}" for k, v in bench.get("lines", {}).items()

@@ -28,14 +28,20 @@ from .routing import (
 )
 
 
-def _router(cfg: Any, seed: int, features: tuple[str, ...] = ROUTER_FEATURES, policy: str | None = None):
+def _router(
+    cfg: Any,
+    seed: int,
+    features: tuple[str, ...] = ROUTER_FEATURES,
+    policy: str | None = None,
+    epochs: int | None = None,
+):
     costs = dict(cfg.route.costs)
     return BudgetRouter(
         [Action(a, float(costs[a])) for a in ACTIONS],
         budget=float(cfg.route.budget),
         policy=policy or str(cfg.route.policy),
         features=features,
-        epochs=int(cfg.route.gain_epochs),
+        epochs=int(epochs or cfg.route.gain_epochs),
         lr=float(cfg.route.gain_lr),
         seed=seed,
     )
@@ -48,7 +54,10 @@ def _masks(decisions: list[list[str]]) -> np.ndarray:
 def _refresh(c: Candidates):
     """Greedy policy: the features after an action, from that action's distribution (ρ unchanged)."""
     rho = torch.from_numpy(c.rho)
-    after = {a: router_features(torch.from_numpy(p), rho, None) for a, p in (("HR", c.hr), ("tmRAG", c.rag), ("QD", c.qd))}
+    after = {
+        a: router_features(torch.from_numpy(p), rho, None)
+        for a, p in (("HR", c.hr), ("tmRAG", c.rag), ("QD", c.qd))
+    }
 
     def fn(i: int, action: str) -> torch.Tensor:
         return after[action][i]
@@ -79,9 +88,11 @@ def route_seed(data: Any, cfg: Any) -> dict[str, Any]:
     f_val, f_test = val.features(), test.features()
     labels = val.gain_labels()
     router = _router(cfg, data.seed).fit(f_val, labels)
+    # extra arm (not the headline): the same gain models fitted to convergence
+    converged = _router(cfg, data.seed, epochs=int(cfg.route.converged_epochs)).fit(f_val, labels)
     h_val, h_test = f_val[:, 2].numpy(), f_test[:, 2].numpy()
     g_val, g_test = router.gains(f_val)[:, 0].numpy(), router.gains(f_test)[:, 0].numpy()
-    rows, per_item = [], {"random": [], "entropy": [], "routellm": []}
+    rows, per_item = [], {"random": [], "entropy": [], "routellm": [], "converged_vs_entropy": []}
     p1_pred = test.p1.argmax(-1)
     for target in [float(t) for t in cfg.route.targets]:
         tau = router.tune(f_val, target)
@@ -95,6 +106,10 @@ def route_seed(data: Any, cfg: Any) -> dict[str, Any]:
         per_item["random"].append(c_r - c_rand)
         per_item["entropy"].append(c_r - c_e)
         per_item["routellm"].append(c_r - c_g)
+        converged.tune(f_val, target)
+        dec_c = converged.decide(f_test)
+        c_c = o_test.of(_masks(dec_c))[0]
+        per_item["converged_vs_entropy"].append(c_c - c_e)
         routed = np.array([len(d) > 0 for d in dec])
         to_rag = np.array(["tmRAG" in d for d in dec])
         rows.append(
@@ -106,6 +121,11 @@ def route_seed(data: Any, cfg: Any) -> dict[str, Any]:
                 "random": {"acc": float(c_rand.mean()), "cost": float(router.extra_cost(dec).mean())},
                 "entropy": {"acc": float(c_e.mean()), "cost": cost_e, "bundle": "+".join(bundle)},
                 "routellm": {"acc": float(c_g.mean()), "cost": cost_g, "bundle": "+".join(bundle)},
+                "converged": {
+                    "acc": float(c_c.mean()),
+                    "cost": float(converged.extra_cost(dec_c).mean()),
+                    "action_share": {a: float(np.mean([a in d for d in dec_c])) for a in ACTIONS},
+                },
                 "routed_share": float(routed.mean()),
                 "action_share": {a: float(np.mean([a in d for d in dec])) for a in ACTIONS},
                 "ocw_routed": ocw(pmax_r, c_r),
@@ -125,6 +145,12 @@ def route_seed(data: Any, cfg: Any) -> dict[str, Any]:
             "QD": float((test.qd.argmax(-1) == test.gold).mean()),
         },
         "gain_label_rate": {a: float(labels[:, j].mean()) for j, a in enumerate(ACTIONS)},
+        "mean_gain": {a: float(router.gains(f_val)[:, j].mean()) for j, a in enumerate(ACTIONS)},
+        "mean_gain_converged": {a: float(converged.gains(f_val)[:, j].mean()) for j, a in enumerate(ACTIONS)},
+        "candidates_ocw": {
+            k: ocw(p.max(-1), p.argmax(-1) == test.gold)
+            for k, p in (("pass1", test.p1), ("HR", test.hr), ("tmRAG", test.rag), ("QD", test.qd))
+        },
         "gain_weights": {a: [*router.w[j].tolist(), float(router.b[j])] for j, a in enumerate(ACTIONS)},
         "rows": rows,
         "per_item": {k: np.mean(v, axis=0) for k, v in per_item.items()},

@@ -247,24 +247,38 @@ class OptionScorer:
         options = check_options(options)
         if image is not None:
             return self._encode_vlm(question, options, image, context)
-        user = self.template.user_text(question, options, context)
+        return self.encode_many([(question, options, context)])[0]
+
+    def encode_many(self, rows: Sequence[tuple[str, Sequence[str], str | None]]) -> list[Encoded]:
+        """`encode` for many text items (question, options, context) with one batched tokenizer call."""
         src = self._chat_source()
         chat = self.template.uses_chat(src)
-        prompt, _ = self.template.render(src, user, None)
-        prompt_ids = ([] if chat else self._bos) + self._ids(prompt)
-        n0 = len(prompt_ids)
-        option_ids, texts = [], []
-        for opt in options:
-            _, joint = self.template.render(src, user, opt)
-            joint_ids = ([] if chat else self._bos) + self._ids(joint)
-            if joint_ids[:n0] == prompt_ids:
-                ids = joint_ids[n0:]
-            else:
-                self._warn_boundary(opt)
-                ids = self._ids(joint[len(prompt) :]) if joint.startswith(prompt) else joint_ids[n0:]
-            option_ids.append(ids)
-            texts.append(joint[len(prompt) :] if joint.startswith(prompt) else opt)
-        return Encoded(prompt_ids, option_ids, texts)
+        bos = [] if chat else self._bos
+        strings, layout = [], []
+        for question, options, context in rows:
+            options = check_options(options)
+            user = self.template.user_text(question, options, context)
+            prompt, _ = self.template.render(src, user, None)
+            joints = [self.template.render(src, user, opt)[1] for opt in options]
+            layout.append((prompt, list(options), joints, len(strings)))
+            strings += [prompt, *joints]
+        ids_all = self.tokenizer(strings, add_special_tokens=False)["input_ids"] if strings else []
+        out = []
+        for prompt, options, joints, at in layout:
+            prompt_ids = bos + list(ids_all[at])
+            n0 = len(prompt_ids)
+            option_ids, texts = [], []
+            for j, (opt, joint) in enumerate(zip(options, joints, strict=True)):
+                joint_ids = bos + list(ids_all[at + 1 + j])
+                if joint_ids[:n0] == prompt_ids:
+                    ids = joint_ids[n0:]
+                else:
+                    self._warn_boundary(opt)
+                    ids = self._ids(joint[len(prompt) :]) if joint.startswith(prompt) else joint_ids[n0:]
+                option_ids.append(ids)
+                texts.append(joint[len(prompt) :] if joint.startswith(prompt) else opt)
+            out.append(Encoded(prompt_ids, option_ids, texts))
+        return out
 
     def _warn_boundary(self, option: str) -> None:
         if not self._warned_boundary:

@@ -26,7 +26,11 @@ from .token_kd import token_ce_loss
 
 ARMS = ("odd", "sft", "token_kd")
 # token-level arms: (target, loss_on); "token_kd_answer" is a diagnostic (teacher labels, answer-only loss)
-TOKEN_ARMS = {"sft": ("gold", "answer"), "token_kd": ("teacher", "all"), "token_kd_answer": ("teacher", "answer")}
+TOKEN_ARMS = {
+    "sft": ("gold", "answer"),
+    "token_kd": ("teacher", "all"),
+    "token_kd_answer": ("teacher", "answer"),
+}
 
 
 @dataclass
