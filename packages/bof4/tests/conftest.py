@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from iclr26_core.testing import torch_threads
-
 # Table 6 of arXiv 2505.06653 (I = 64), typed in from the paper — independent of the package data file
 TABLE6 = {
     "bof4-mse": [
@@ -118,12 +116,6 @@ NF4_BNB = [
     0.7229568362236023,
     1.0,
 ]
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _one_thread():
-    with torch_threads(1):  # tiny tensors on a shared 2-core machine
-        yield
 
 
 @pytest.fixture(scope="session")

@@ -22,9 +22,6 @@ def _isolated_cache(calgacus_cache, monkeypatch):
 
 @pytest.fixture(scope="session")
 def tiny_smoke(calgacus_cache):
-    import torch
-
     from iclr26_calgacus.tiny import load_tiny
 
-    torch.set_num_threads(1)
     return load_tiny("smoke", progress=False)

@@ -9,41 +9,27 @@ import numpy as np
 import pytest
 
 from iclr26_core.testing import (
+    assert_help_is_fast,
     assert_one_line_error,
     assert_refuses_nonempty_out,
-    imports_torch,
-    reproduce_smoke,
+    check_smoke_report,
     run_cli,
+    smoke_run_fixture,
 )
 from iclr26_delivr.cli import main
 
+smoke_run = smoke_run_fixture(main)
+
 
 def test_help_does_not_import_torch():
-    assert imports_torch("from iclr26_delivr.cli import main; main(['--help'])") is False
-    assert imports_torch("import iclr26_delivr; iclr26_delivr.__version__") is False
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("smoke") / "run"
-    return out, reproduce_smoke(main, out)
+    assert_help_is_fast("iclr26_delivr")
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
-    names = {p.name for p in out.iterdir()}
-    assert {
-        "config.yaml",
-        "metrics.json",
-        "report.md",
-        "psnr_curves.png",
-        "angles.png",
-        "examples.png",
-    } <= names
-    m = json.loads((out / "metrics.json").read_text())
-    assert m["paper"] == "delivr" and m["scale"] == "smoke"
+    files = ["psnr_curves.png", "angles.png", "examples.png"]
+    m = check_smoke_report(out, res, "delivr", claims=["C1", "C2", "C3", "C4", "C5"], files=files)
     c = {x["id"]: x for x in m["claims"]}
-    assert sorted(c) == ["C1", "C2", "C3", "C4", "C5"]
     # every verdict, recomputed from the raw numbers with the spec's rules
     c1 = m["c1"]
     assert c["C1"]["holds"] == (c1["max_bias_change"] < 1e-5 and c1["max_velocity_error"] < 1e-5)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -214,9 +213,13 @@ def test_oracle_alignment_undoes_the_rotation():
     assert float(a) < float((held.clean - held.clean[:, 2:3]).square().mean())
 
 
-def _ctx(tmp_path: Path) -> SimpleNamespace:
+def _ctx(tmp_path: Path):
+    from iclr26_core.cli import RunContext
+
     logs: list[str] = []
-    return SimpleNamespace(device="cpu", run_dir=tmp_path, log=logs.append, seed=0, scale="smoke", logs=logs)
+    ctx = RunContext(run_dir=tmp_path, device="cpu", seed=0, scale="smoke", log=logs.append, slug="delivr")
+    ctx.logs = logs
+    return ctx
 
 
 def test_bench_smoke_gives_one_row_per_peer(tmp_path: Path):

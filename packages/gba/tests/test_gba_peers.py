@@ -1,14 +1,12 @@
 """The peer side-by-side degrades cleanly: a missing or mismatching library is a row, never a failure."""
 
-from types import SimpleNamespace
-
-from iclr26_core.cli import compose
+from iclr26_core.cli import RunContext, compose
 from iclr26_gba import peers
 
 
 def test_peers_rows_for_missing_and_failing_libraries(tmp_path, monkeypatch):
-    cfg = compose("iclr26_gba.conf", "reproduce", ["scale=smoke", "scale.peers_steps=3"])
-    ctx = SimpleNamespace(run_dir=tmp_path, progress=lambda it, total=None, desc="": it)
+    cfg = compose("iclr26_gba.conf", "reproduce", ["scale=smoke", "peers_steps=3"])
+    ctx = RunContext(run_dir=tmp_path, device="cpu", seed=0, scale="smoke", log=lambda msg: None, slug="gba")
     monkeypatch.setattr(peers, "_available", lambda module: module == "sae_lens")
 
     def broken(*args, **kwargs):

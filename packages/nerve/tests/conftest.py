@@ -1,14 +1,4 @@
 import pytest
-import torch
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _one_thread():
-    """Tiny models: one torch thread is fastest, and far faster than two on a shared 2-core machine."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(autouse=True)

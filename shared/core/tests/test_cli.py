@@ -8,11 +8,14 @@ import pytest
 from iclr26_core.cli import compose, umbrella_main
 from iclr26_core.testing import (
     CliResult,
+    assert_help_is_fast,
     assert_one_line_error,
     assert_refuses_nonempty_out,
+    check_smoke_report,
     imports_torch,
     reproduce_smoke,
     run_cli,
+    smoke_run_fixture,
     torch_threads,
 )
 
@@ -84,7 +87,9 @@ def test_torch_threads_restores_the_count():
     [
         ("scale=huge", "options for scale: cpu, paper, smoke"),
         ("seed=abc", "seed must be an int"),
-        ("scale.n=1.5", "scale.n must be an int"),
+        ("n=1.5", "n must be an int"),
+        ("threads=-1", "threads must be an int >= 0"),
+        ("threads=two", "threads must be an int >= 0"),
         ("nosuchkey=1", "Could not override 'nosuchkey'"),
         ("fail=maybe", "fail must be a boolean"),
         ("justaword", "not of the form key=value"),
@@ -146,3 +151,86 @@ def test_umbrella_report_collects_latest_runs(tmp_path, monkeypatch):
     assert res.code == 0, res.output
     assert f"| fixture_paper | 0.0.0 | smoke | {n_hold}/1 |" in res.stdout
     assert (tmp_path / "runs" / "REPORT.md").read_text().count("# A fixture paper") == 1
+
+
+def _metrics(out):
+    return json.loads((out / "metrics.json").read_text())
+
+
+def test_threads_applied_per_scale_and_restored(main, tmp_path, monkeypatch):
+    """The core's `threads` key: 1 at the miniature scales, torch's default at scale=paper, any N on request;
+    the process's thread count is restored after the run. The fixture's config does not declare the key."""
+    import torch
+
+    monkeypatch.delenv("ICLR26_THREADS", raising=False)
+    before = torch.get_num_threads()
+    with torch_threads(2):  # a count that differs from the miniature default
+        reproduce_smoke(main, tmp_path / "smoke")
+        assert _metrics(tmp_path / "smoke")["threads"] == 1
+        assert "threads: 1" in (tmp_path / "smoke" / "config.yaml").read_text()
+        reproduce_smoke(main, tmp_path / "three", "threads=3")
+        assert _metrics(tmp_path / "three")["threads"] == 3
+        res = run_cli(main, ["reproduce", "scale=paper", f"out={tmp_path / 'paper'}"])
+        assert res.code == 0, res.output
+        assert _metrics(tmp_path / "paper")["threads"] == 2  # left as it was
+        assert "threads: 0" in (tmp_path / "paper" / "config.yaml").read_text()
+        assert torch.get_num_threads() == 2
+        monkeypatch.setenv("ICLR26_THREADS", "2")
+        reproduce_smoke(main, tmp_path / "env")
+        assert _metrics(tmp_path / "env")["threads"] == 2
+    assert torch.get_num_threads() == before
+    monkeypatch.delenv("ICLR26_THREADS")
+    assert "threads: 0" in run_cli(main, ["configs", "show", "scale=paper", "seed=7"]).stdout
+
+
+def test_third_party_chatter_folded_into_one_line(main, tmp_path):
+    out = tmp_path / "chatty"
+    res = reproduce_smoke(main, out, "chatter=true")
+    err = res.stderr
+    assert "a library's notice" not in err and "deprecated" not in err and "kernel loaded" not in err
+    folded = [line for line in err.splitlines() if "third-party warning" in line]
+    assert folded == ["3 third-party warning(s) folded into warnings.txt (ICLR26_VERBOSE=1 prints them)"]
+    text = (out / "warnings.txt").read_text()
+    assert "a library's notice" in text and "an API is deprecated" in text and "kernel loaded" in text
+    # missing peers: one line while running, the same line in the report, the list in the metrics
+    line = "peers not installed: peer-a, peer-b (pip install iclr26-fixture-paper[peers])"
+    assert err.count("peers not installed") == 1 and line in err
+    assert line in (out / "report.md").read_text()
+    assert _metrics(out)["peers_not_installed"] == ["peer-a", "peer-b"]
+    quiet_out = tmp_path / "quiet"
+    reproduce_smoke(main, quiet_out)
+    assert not (quiet_out / "warnings.txt").exists() and "peers_not_installed" not in _metrics(quiet_out)
+
+
+def test_verbose_prints_the_chatter(main, tmp_path):
+    with pytest.warns(UserWarning, match="a library's notice"):  # not folded: it reaches pytest's recorder
+        res = run_cli(
+            main,
+            ["reproduce", "scale=smoke", "chatter=true", f"out={tmp_path / 'v'}"],
+            env={"ICLR26_VERBOSE": "1"},
+        )
+    assert res.code == 0, res.output
+    assert "folded" not in res.stderr and not (tmp_path / "v" / "warnings.txt").exists()
+
+
+def _fixture_main(argv):
+    from fixture_paper.cli import main
+
+    return main(argv)
+
+
+smoke_run = smoke_run_fixture(_fixture_main)
+
+
+def test_cli_skeleton_helpers(smoke_run, monkeypatch):
+    out, res = smoke_run
+    m = check_smoke_report(out, res, "fixture_paper", claims=["C1"])
+    assert m["n"] == 10
+    for kwargs in ({"claims": ["C1", "C2"]}, {"files": ["figure.png"]}, {"scale": "cpu"}):
+        with pytest.raises(AssertionError):
+            check_smoke_report(out, res, "fixture_paper", **kwargs)
+    with pytest.raises(AssertionError):
+        check_smoke_report(out, CliResult(0, res.stdout.replace("| C1 |", "| C9 |"), ""), "fixture_paper")
+    monkeypatch.setenv("PYTHONPATH", str(HERE))
+    assert_help_is_fast("fixture_paper", ["hello", "--help"])
+    assert imports_torch(["import json", "import torch"]) is True

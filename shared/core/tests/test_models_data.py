@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from iclr26_core.corpus import lm_dataset, pydoc_dataset, pydoc_topics, token_blocks
+from iclr26_core.corpus import encode_texts, lm_dataset, pydoc_dataset, pydoc_topics, token_blocks
 from iclr26_core.errors import UserError
 from iclr26_core.models import MODEL_NAMES, load_causal_lm, load_tokenizer, tiny_config, tiny_model
 from iclr26_core.testing import odd_model
@@ -93,6 +93,26 @@ def test_char_tokenizer():
     nl = char_tokenizer("a\n")
     assert nl("a\n\na")["input_ids"] == [3, 4, 4, 3]  # newlines are characters too
     assert nl.decode(nl("a\n\na")["input_ids"]) == "a\n\na"
+
+
+def test_encode_texts_gives_the_tokenizers_own_ids(tmp_path):
+    """The fast paths (character vocabulary, Rust backend) against the transformers call on the same texts."""
+    import time
+
+    texts = list(pydoc_topics().values())[:40]
+    texts += ["tabs\tand\nnewlines\r\n", "unknown: ü€😀 and a literal <pad> and <|endoftext|>", ""]
+    char = char_tokenizer("".join(sorted(set("".join(texts[:5])))))
+    char.save_pretrained(tmp_path / "char")
+    loaded = load_tokenizer_dir(tmp_path / "char")
+    for tok in (char, loaded, train_bpe(300)):
+        assert encode_texts(texts, tok) == tok(texts, add_special_tokens=False)["input_ids"]
+    plain = [t for t in texts if "<" not in t]  # no special-token text: the character path itself
+    assert encode_texts(plain, char) == char(plain, add_special_tokens=False)["input_ids"]
+    # the character path is the fast one: the whole pydoc corpus in well under a second
+    big = list(pydoc_topics().values())
+    t0 = time.perf_counter()
+    ids = encode_texts(big, char_tokenizer("".join(sorted(set("".join(big))))))
+    assert time.perf_counter() - t0 < 3.0 and sum(map(len, ids)) == sum(map(len, big))
 
 
 def test_token_blocks_and_lm_dataset():

@@ -35,16 +35,18 @@ def bench_table(rows: list[dict]) -> str:
 
 
 def maybe_bench(cfg: Any, ctx: Any, model: Any = None) -> list[dict] | None:
-    """Run the bench when ``cfg.bench`` is true (peers that are not installed get an "unavailable" row)."""
+    """Run the bench when ``cfg.bench`` is true (peers that are not installed get an "unavailable" row and
+    one line "peers not installed: ..."; a peer failing on a tensor one line per peer)."""
     from .reproduce import BENCH, contaminated_gaussian
 
     if not cfg.bench:
         return None
-    available = [name for name in PEERS if probe(name)[0] is not None]
-    if not available:
-        ctx.log(
-            "bench: no peer library installed (pip install 'iclr26-bof4[peers]'); ours and affine int4 only"
-        )
+    reasons = {name: probe(name)[1] for name in PEERS}
+    available = [name for name, reason in reasons.items() if not reason]
+    ctx.peers_missing(name for name, reason in reasons.items() if reason.startswith("ModuleNotFoundError"))
+    for name, reason in reasons.items():
+        if reason and not reason.startswith("ModuleNotFoundError"):
+            ctx.log(f"bench: peer {name} unavailable: {reason}")
     gen = torch.Generator().manual_seed(cfg.seed + BENCH)
     n = int(cfg.bench_samples)
     tensors = {
@@ -56,6 +58,13 @@ def maybe_bench(cfg: Any, ctx: Any, model: Any = None) -> list[dict] | None:
             if isinstance(module, torch.nn.Linear):
                 tensors[name] = module.weight.detach().float().cpu()
     rows = bench(tensors, block_size=64)
+    failed: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["note"].startswith("failed"):
+            failed.setdefault(r["method"], []).append(r)
+    for name, bad in failed.items():
+        first = f"{bad[0]['tensor']}: {bad[0]['note'].removeprefix('failed: ')}"
+        ctx.log(f"bench: peer {name} failed on {len(bad)} of {len(tensors)} tensors (first, {first})")
     (ctx.run_dir / "bench.md").write_text(
         f"# Bench at block size 64 (peers installed: {', '.join(available) or 'none'})\n\n{bench_table(rows)}\n"
     )

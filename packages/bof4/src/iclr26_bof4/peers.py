@@ -1,7 +1,7 @@
 """Side-by-side bench: our codebooks vs optional peer libraries and an affine int4 baseline, same tensors.
 
 Peers (each probed when ``bench`` runs; a missing or failing peer gives a row ``note="unavailable: <reason>"``
-plus a ``warnings.warn`` — never an exception):
+or ``"failed: <reason>"`` — never an exception; ``reproduce`` turns those rows into one line each):
 
 * ``bitsandbytes-nf4`` — ``bitsandbytes.functional.quantize_4bit(w, blocksize=I, quant_type="nf4")`` /
   ``dequantize_4bit`` (CPU support depends on the installed release's backend); float32 absmax.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import inspect
 import time
-import warnings
 from collections.abc import Callable
 
 import torch
@@ -205,7 +204,6 @@ def bench(
     for peer in peers:
         run, reason = probe(peer)
         if run is None:
-            warnings.warn(f"peer {peer} unavailable: {reason}", stacklevel=2)
             rows.append(_row(peer, None, None, None, None, None, f"unavailable: {reason}"))
             continue
         for tname, w in tensors.items():
@@ -214,7 +212,6 @@ def bench(
             try:
                 deq, bits = run(w, block_size)
             except Exception as exc:  # a peer's own limits (sizes, dtypes, backends) must not stop the bench
-                warnings.warn(f"peer {peer} failed on {tname}: {exc}", stacklevel=2)
                 rows.append(_row(peer, tname, None, None, None, None, f"failed: {type(exc).__name__}: {exc}"))
                 continue
             rows.append(_row(peer, tname, w, deq.cpu(), bits, time.perf_counter() - t0))

@@ -28,6 +28,7 @@ def peer_rows(ctx: Any, lm: Any, cases: list, prefix: str) -> list[dict[str, Any
     for name, module in (("innocuous", "innocuous"), ("llama-cpp-python", "llama_cpp")):
         if not _probe(module):
             status = f"not installed (pip install 'iclr26-calgacus[peers]'); module {module!r} missing"
+            ctx.peers_missing([name])
         elif not gguf:
             status = "installed, but no GGUF model given (set CALGACUS_GGUF=/path/model.gguf); not run"
         else:

@@ -1,7 +1,7 @@
 """``iclr26-calgacus reproduce``: the paper's claims C1–C6 in miniature (one function per claim).
 
 Setup (spec): 20 held-out pydoc paragraphs as secrets, keys from other held-out topics; the main model is the
-package's tiny char-level llama (or ``scale.model`` at scale=paper), plus char Kneser–Ney n-grams and a
+package's tiny char-level llama (or ``model`` at scale=paper), plus char Kneser–Ney n-grams and a
 token 3-gram over a byte-level BPE vocabulary (``admissible="canonical"``). Every verdict is computed from
 the measured numbers with the rule in the spec.
 """
@@ -162,24 +162,13 @@ def _bare_step_seconds(lm: Any, ids: list[int], steps: int) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-def run(cfg: Any, ctx: Any) -> Results:
-    import torch
-
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(int(cfg.get("threads", 1)) or old_threads)
-    try:
-        return _run(cfg, ctx)
-    finally:
-        torch.set_num_threads(old_threads)
-
-
 def _main_lm(cfg: Any, ctx: Any):
     from .hf import resolve_model
     from .tiny import load_tiny
 
-    tiny = load_tiny(str(cfg.scale.tiny_recipe))
+    tiny = load_tiny(str(cfg.tiny_recipe))
     tiny.to(ctx.device)
-    main = tiny if not cfg.scale.model else resolve_model(str(cfg.scale.model))
+    main = tiny if not cfg.model else resolve_model(str(cfg.model))
     if main is not tiny and hasattr(main, "to"):
         main.to(ctx.device)
     return tiny, main
@@ -194,7 +183,7 @@ def _lap(ctx: Any, what: str) -> None:
     _T[0] = now
 
 
-def _run(cfg: Any, ctx: Any) -> Results:
+def run(cfg: Any, ctx: Any) -> Results:
     from iclr26_core.corpus import pydoc_dataset
     from iclr26_core.tokenizers import train_bpe
 
@@ -202,7 +191,7 @@ def _run(cfg: Any, ctx: Any) -> Results:
     from .peers import peer_rows
     from .tiny import tiny_alphabet
 
-    sc, prefix = cfg.scale, str(cfg.secret_prefix)
+    sc, prefix = cfg, str(cfg.secret_prefix)  # the scale sets top-level keys
     t_start = _T[0] = time.perf_counter()
     cpu_start = time.process_time()
     cases = make_cases(int(sc.n_cases), int(sc.min_chars), int(sc.max_chars), int(sc.key_max_chars), ctx.seed)

@@ -257,6 +257,7 @@ def bench(
     for peer, (needs, _) in PEERS.items():
         missing = [m for m in needs if not installed(m)]
         if missing:
+            ctx.peers_missing(m.replace("_", "-") for m in missing)
             rows.append(
                 _row(peer, note=f"not installed ({', '.join(missing)}): pip install 'iclr26-delivr[peers]'")
             )

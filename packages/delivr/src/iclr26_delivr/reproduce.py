@@ -153,7 +153,6 @@ def _run_seeds(cfg, ctx, seeds: list[int]) -> list[dict[str, Any]]:
 def run(cfg, ctx) -> Results:
     if cfg.scale.name == "paper" and ctx.device == "cpu":
         raise UserError("scale=paper trains the paper-size network and needs a GPU (device=cuda)")
-    torch.set_num_threads(max(1, int(cfg.threads)))
     c, k = (int(cfg.model.frames) - 1) // 2, int(cfg.data.curve_clips)
     c1, c1_raw = claim_c1(int(cfg.c1.samples), tuple(cfg.c1.grid), int(cfg.c1.frames), ctx.seed)
     held, seqs = _heldout(cfg, ctx.seed)

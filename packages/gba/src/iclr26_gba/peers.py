@@ -140,18 +140,18 @@ def _overcomplete(kind: str, d: int, m: int, k: int, x, x_eval, features, steps,
 
 
 def run_peers(cfg, ctx, ours: dict | None = None) -> list[dict]:
-    """Train every available peer on the toy of ``cfg.scale``; write ``peers.md``; return the rows."""
-    toy, tr = cfg.scale.toy, cfg.scale.train
+    """Train every available peer on the scale's toy; write ``peers.md``; return the rows."""
+    toy, tr = cfg.toy, cfg.train
     model = SparseFeatureModel(
         toy.n_features, toy.d, parse_sparsity(str(toy.sparsity)), toy.magnitude, seed=int(cfg.seed)
     )
     seed = int(cfg.seed)
-    rows = int(cfg.scale.get("pool_rows") or 65536)
+    rows = int(cfg.get("pool_rows") or 65536)
     x = model.sample(rows, generator(int(model.seed), f"pool-{seed}"))[0]
     scale = 1.0 / float(x[:8192].norm(dim=1).mean())  # the same mean-norm-1 scaling as our SAEs
-    x_eval = model.sample(int(cfg.scale.eval_rows), generator(seed, "eval"))[0]
+    x_eval = model.sample(int(cfg.eval_rows), generator(seed, "eval"))[0]
     x, x_eval = x * scale, x_eval * scale
-    k = int(cfg.scale.arms.topk_low.k)
+    k = int(cfg.arms.topk_low.k)
     common = (
         toy.d,
         int(tr.n_neurons),
@@ -159,7 +159,7 @@ def run_peers(cfg, ctx, ours: dict | None = None) -> list[dict]:
         x,
         x_eval,
         model.features,
-        int(cfg.scale.peers_steps),
+        int(cfg.peers_steps),
         int(tr.batch_size),
         float(tr.lr),
         seed,
@@ -174,6 +174,7 @@ def run_peers(cfg, ctx, ours: dict | None = None) -> list[dict]:
     out = []
     for module, name, job in ctx.progress(jobs, total=len(jobs), desc="peers"):
         if not _available(module):
+            ctx.peers_missing([module.replace("_", "-")])
             out.append({"peer": name, "status": "not installed (pip install 'iclr26-gba[peers]')"})
             continue
         if job is None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-import torch
-
 from iclr26_core.report import Claim, Results
 
 from .metrics import cross_seed_consistency, recovery_metrics, sae_metrics
@@ -24,9 +22,8 @@ from .training import train_sae
 
 
 def _seeds(cfg) -> int:
-    """Seeds for C1-C3: the top-level ``seeds=N`` override, else the scale's own."""
-    n = cfg.get("seeds")
-    return int(cfg.scale.seeds if n is None else n)
+    """Seeds for C1-C3: the scale's own ``seeds`` (override: ``seeds=N``)."""
+    return int(cfg.seeds)
 
 
 def _mean(xs: list[float]) -> float:
@@ -34,8 +31,8 @@ def _mean(xs: list[float]) -> float:
 
 
 def _data(model: SparseFeatureModel, cfg, seed: int):
-    """The seeded toy stream, or (``scale.pool_rows``) a fixed sample of it that every arm shares."""
-    rows = cfg.scale.get("pool_rows")
+    """The seeded toy stream, or (``pool_rows``) a fixed sample of it that every arm shares."""
+    rows = cfg.get("pool_rows")
     if not rows:
         return model
     return model.sample(int(rows), generator(int(model.seed), f"pool-{seed}"))[0]
@@ -43,14 +40,14 @@ def _data(model: SparseFeatureModel, cfg, seed: int):
 
 def train_arms(cfg, ctx, bar) -> dict[str, list[dict[str, Any]]]:
     """Train every arm on every seed; {arm: [per-seed result dict]} (also keeps the SAEs for figures)."""
-    toy = cfg.scale.toy
-    tr = cfg.scale.train
+    toy = cfg.toy
+    tr = cfg.train
     model = SparseFeatureModel(
         toy.n_features, toy.d, parse_sparsity(str(toy.sparsity)), toy.magnitude, seed=int(cfg.seed)
     )
-    x_eval = model.sample(int(cfg.scale.eval_rows), generator(int(cfg.seed), "eval"))[0]
+    x_eval = model.sample(int(cfg.eval_rows), generator(int(cfg.seed), "eval"))[0]
     out: dict[str, list[dict[str, Any]]] = {}
-    for arm, spec in cfg.scale.arms.items():
+    for arm, spec in cfg.arms.items():
         spec = dict(spec)
         method = spec.pop("method")
         extra = {"every": int(tr.every), "bias_init": str(tr.bias_init)} if method in ("gba", "ba") else {}
@@ -92,7 +89,7 @@ def train_arms(cfg, ctx, bar) -> dict[str, list[dict[str, Any]]]:
 
 
 def claim_c1(arms: dict, cfg) -> Claim:
-    k_hi, k_lo = int(cfg.scale.arms.topk_high.k), int(cfg.scale.arms.topk_low.k)
+    k_hi, k_lo = int(cfg.arms.topk_high.k), int(cfg.arms.topk_low.k)
     g8 = _mean([r["frr@0.8"] for r in arms["gba"]])
     g9 = _mean([r["frr@0.9"] for r in arms["gba"]])
     t8 = _mean([r["frr@0.8"] for r in arms["topk_high"]])
@@ -113,7 +110,7 @@ def claim_c1(arms: dict, cfg) -> Claim:
         holds,
         f"mean over {_seeds(cfg)} seed(s): FRR@0.8(GBA) >= 0.85 and FRR@0.9(GBA) >= FRR@0.9(TopK{k_hi}) + 0.3",
         f"TopK K={k_lo} (= s_max) for reference: FRR@0.8/0.9 {l8:.3f}/{l9:.3f}; "
-        f"GBA bias_init={cfg.scale.train.bias_init}" + _zero_start_note(arms),
+        f"GBA bias_init={cfg.train.bias_init}" + _zero_start_note(arms),
     )
 
 
@@ -129,7 +126,7 @@ def _zero_start_note(arms: dict) -> str:
 def claim_c2(arms: dict, cfg) -> Claim:
     g8 = _mean([r["frr@0.8"] for r in arms["gba"]])
     w8 = _mean([r["frr@0.8"] for r in arms["gba_wrong"]])
-    w = cfg.scale.arms.gba_wrong
+    w = cfg.arms.gba_wrong
     return Claim(
         "C2",
         "The TAF range must cover the true feature frequency",
@@ -142,7 +139,7 @@ def claim_c2(arms: dict, cfg) -> Claim:
 
 
 def claim_c3(arms: dict, cfg) -> Claim:
-    k_lo = int(cfg.scale.arms.topk_low.k)
+    k_lo = int(cfg.arms.topk_low.k)
     g = _mean([r["dead_fraction"] for r in arms["gba"]])
     t = _mean([r["dead_fraction"] for r in arms["topk_low"]])
     return Claim(
@@ -151,9 +148,9 @@ def claim_c3(arms: dict, cfg) -> Claim:
         "alive fraction 0.970 (SAEBench, Gemma2-2B)",
         {"gba_dead": round(g, 4), f"topk{k_lo}_dead": round(t, 4)},
         g <= 0.05 and g < t,
-        f"mean over {_seeds(cfg)} seed(s) on {cfg.scale.eval_rows} fresh rows: "
+        f"mean over {_seeds(cfg)} seed(s) on {cfg.eval_rows} fresh rows: "
         f"dead(GBA) <= 0.05 and dead(GBA) < dead(TopK{k_lo})",
-        f"dead = never fires on the evaluation rows; GBA bias_init={cfg.scale.train.bias_init}",
+        f"dead = never fires on the evaluation rows; GBA bias_init={cfg.train.bias_init}",
     )
 
 
@@ -173,24 +170,14 @@ def claim_c4(rows: list[dict], bias_init: str = "zero") -> Claim:
 
 
 def _toy_f(cfg) -> float:
-    toy = cfg.scale.toy
+    toy = cfg.toy
     return float(SparseFeatureModel(toy.n_features, toy.d, parse_sparsity(str(toy.sparsity))).frequencies[0])
 
 
 def run(cfg, ctx) -> Results:
     """``iclr26-gba reproduce``: C1–C3 on the toy (``seeds`` seeds), C4 the resonance sweep; figures."""
-    threads = torch.get_num_threads()
-    if int(cfg.get("threads", 0)) > 0:
-        torch.set_num_threads(int(cfg.threads))  # small SAEs: one thread is fastest on a shared CPU
-    try:
-        return _run(cfg, ctx)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _run(cfg, ctx) -> Results:
-    res_cfg = cfg.scale.resonance
-    n_jobs = len(cfg.scale.arms) * int(_seeds(cfg)) + len(res_cfg.ratios) * int(res_cfg.seeds)
+    res_cfg = cfg.resonance
+    n_jobs = len(cfg.arms) * int(_seeds(cfg)) + len(res_cfg.ratios) * int(res_cfg.seeds)
     with ctx.progress(total=n_jobs, desc="gba reproduce") as bar:
         arms = train_arms(cfg, ctx, bar)
         sweeps = []
@@ -215,10 +202,10 @@ def _run(cfg, ctx) -> Results:
                     lr=float(res_cfg.lr),
                     every=int(res_cfg.every),
                     seed=int(cfg.seed) + i,
-                    eval_rows=int(cfg.scale.eval_rows),
+                    eval_rows=int(cfg.eval_rows),
                     progress=tick,
                     device=ctx.device,
-                    pool_rows=cfg.scale.get("pool_rows"),
+                    pool_rows=cfg.get("pool_rows"),
                     bias_init=str(res_cfg.get("bias_init", "zero")),
                 )
             )
@@ -232,7 +219,7 @@ def _run(cfg, ctx) -> Results:
 
     figures = [plot_resonance(rows, ctx.run_dir / "resonance.png")]
     consistency = {}
-    drawn = cfg.scale.get("figure_arms") or list(arms)  # smoke draws fewer figures (matplotlib is slow)
+    drawn = cfg.get("figure_arms") or list(arms)  # smoke draws fewer figures (matplotlib is slow)
     for arm, runs in arms.items():
         if len(runs) > 1:
             consistency[arm] = cross_seed_consistency(

@@ -179,6 +179,7 @@ def run_peers(runs: dict, data: Any, model_cfg: dict, cfg: Any, ctx: Any) -> dic
     out, rows = {}, []
     for name, (module, fn) in jobs.items():
         if not _installed(module):
+            ctx.peers_missing([name])
             out[name] = {"status": "not installed (pip install 'iclr26-nerve[peers]')"}
         else:
             t0 = time.perf_counter()

@@ -188,48 +188,41 @@ def _seed_mean_layers(rs: list[dict]) -> list[dict]:
 
 
 def run(cfg: Any, ctx: Any) -> Results:
-    import torch
 
     from .experiment import char_data, train_arm
     from .plots import plot_metrics_by_layer, plot_spectra_dict, plot_trajectory
 
-    sc = cfg.scale
-    n_seeds = int(cfg.seeds if cfg.get("seeds") is not None else sc.seeds)
+    sc = cfg  # the scale file sets top-level keys
+    n_seeds = int(cfg.seeds)
     if n_seeds < 1:
         from .errors import NerVEError
 
         raise NerVEError(f"seeds must be ≥ 1, got {n_seeds}")
-    threads = torch.get_num_threads()
-    if cfg.get("threads"):
-        torch.set_num_threads(int(cfg.threads))
-    try:
-        data = char_data(
-            seq_len=int(sc.seq_len), probe_blocks=int(sc.probe_blocks), eval_blocks=int(sc.eval_blocks)
+    data = char_data(
+        seq_len=int(sc.seq_len), probe_blocks=int(sc.probe_blocks), eval_blocks=int(sc.eval_blocks)
+    )
+    model = dict(sc.model)
+    jobs = [(arm, ctx.seed + s) for s in range(n_seeds) for arm in sc.arms]
+    runs: dict[str, dict] = {}
+    for k, (arm, seed) in enumerate(jobs):  # one progress bar per run (iclr26_core.train)
+        ctx.log(f"run {k + 1}/{len(jobs)}: {arm}, seed {seed}, {sc.steps} steps")
+        runs[f"{arm}/seed{seed}"] = train_arm(
+            arm,
+            seed,
+            data,
+            model=model,
+            steps=int(sc.steps),
+            log_steps=int(sc.log_steps),
+            lr=float(sc.lr),
+            weight_decay=float(sc.weight_decay),
+            batch_size=int(sc.batch_size),
+            warmup_steps=int(sc.warmup_steps),
+            grad_clip=float(sc.grad_clip),
+            device=ctx.device,
+            desc=f"{arm} seed {seed} ({k + 1}/{len(jobs)})",
+            identity_control=arm == "preln_gelu",
+            keep_state=bool(cfg.get("peers")) and k == 0,
         )
-        model = dict(sc.model)
-        jobs = [(arm, ctx.seed + s) for s in range(n_seeds) for arm in sc.arms]
-        runs: dict[str, dict] = {}
-        for k, (arm, seed) in enumerate(jobs):  # one progress bar per run (iclr26_core.train)
-            ctx.log(f"run {k + 1}/{len(jobs)}: {arm}, seed {seed}, {sc.steps} steps")
-            runs[f"{arm}/seed{seed}"] = train_arm(
-                arm,
-                seed,
-                data,
-                model=model,
-                steps=int(sc.steps),
-                log_steps=int(sc.log_steps),
-                lr=float(sc.lr),
-                weight_decay=float(sc.weight_decay),
-                batch_size=int(sc.batch_size),
-                warmup_steps=int(sc.warmup_steps),
-                grad_clip=float(sc.grad_clip),
-                device=ctx.device,
-                desc=f"{arm} seed {seed} ({k + 1}/{len(jobs)})",
-                identity_control=arm == "preln_gelu",
-                keep_state=bool(cfg.get("peers")) and k == 0,
-            )
-    finally:
-        torch.set_num_threads(threads)
     n_layer = int(model["n_layer"])
     claims = [claim_c1(runs, n_layer), claim_c2(runs), claim_c3(runs), claim_c4(runs)]
     figures = []

@@ -85,7 +85,6 @@ def run(cfg, ctx) -> Results:
         raise UserError(
             "scale=paper needs the real OLMoE, datasets and a GPU: use the extract/finetune/drift verbs"
         )
-    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     gen = torch.Generator().manual_seed(10_000 + ctx.seed)  # held-out: never the alignment stream
     n = int(cfg.eval.n)
     ev = {
@@ -168,6 +167,8 @@ def run(cfg, ctx) -> Results:
         import importlib.util
 
         have = importlib.util.find_spec("trl") is not None
+        if not have:
+            ctx.peers_missing(["trl"])
         metrics["peers"] = {
             "trl": "installed; SFTTrainer cross-check not implemented in 0.1.0"
             if have

@@ -15,7 +15,8 @@ Subcommands: ``reproduce [key=value ...]`` (hydra compose of ``<package>.conf/re
 overrides; results in ``runs/<slug>/<timestamp>/`` or ``out=DIR``), ``configs list|show``, and the
 package's own verbs (argparse; their functions are imported only when called). Nothing here imports
 torch or hydra at import time, so ``--help`` is fast. A `UserError` anywhere prints one line and
-exits with status 2.
+exits with status 2. Every ``reproduce`` and verb runs with the ``threads`` setting and with third-party
+chatter folded (`iclr26_core.runtime`); a package writes no code for either.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any
 
+from .configs import _config_groups, compose
 from .errors import UserError
 
 ENTRY_POINT_GROUP = "iclr26.papers"
@@ -55,10 +57,22 @@ class RunContext:
     seed: int
     scale: str
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr, flush=True))
+    slug: str = ""
+    peers_not_installed: list[str] = field(default_factory=list)
 
     def progress(self, iterable: Iterable | None = None, *, total: int | None = None, desc: str = "", **kw):
         """A tqdm progress bar on stderr (``ICLR26_PROGRESS=0`` turns bars off)."""
         return progress(iterable, total=total, desc=desc, **kw)
+
+    def peers_missing(self, names: Iterable[str]) -> None:
+        """Report peers that are not installed: one line now ("peers not installed: ... (pip install
+        iclr26-<slug>[peers])"), and the same line in ``report.md`` and ``metrics.json``."""
+        from .report import peers_line
+
+        new = [n for n in names if n not in self.peers_not_installed]
+        if new:
+            self.peers_not_installed.extend(new)
+            self.log(peers_line(self.slug, new))
 
 
 def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "", **kw):
@@ -111,90 +125,6 @@ def pick_device(name: str | None) -> str:
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"device={name} asked for, but no CUDA device is available (use device=cpu or auto)")
     return name
-
-
-# ---------------------------------------------------------------------------------------------- configs
-def _config_groups(conf_module: str) -> dict[str, list[str]]:
-    """{group: [options]} and {"": [top-level config names]} from the files of a conf package."""
-    from importlib.resources import files
-
-    root = files(conf_module)
-    out: dict[str, list[str]] = {"": []}
-    for entry in sorted(root.iterdir(), key=lambda e: e.name):
-        if entry.is_dir() and not entry.name.startswith(("_", ".")):
-            out[entry.name] = sorted(e.name[:-5] for e in entry.iterdir() if e.name.endswith(".yaml"))
-        elif entry.name.endswith(".yaml") and not entry.name.startswith("_"):
-            out[""].append(entry.name[:-5])
-    return out
-
-
-def _type_name(x: Any) -> str:
-    return {bool: "a boolean", int: "an int", float: "a float", str: "a string"}.get(
-        type(x), type(x).__name__
-    )
-
-
-def _check_types(base: Any, cfg: Any, overrides: Sequence[str], groups: dict[str, list[str]]) -> None:
-    from omegaconf import DictConfig, ListConfig, OmegaConf
-
-    for ov in overrides:
-        key, sep, raw = ov.partition("=")
-        if not sep or key.startswith(("+", "~")) or key in groups:
-            continue
-        old = OmegaConf.select(base, key, default=None, throw_on_missing=False)
-        new = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
-        if old is None or new is None:
-            continue
-        ok = True
-        if isinstance(old, bool):
-            ok = isinstance(new, bool)
-        elif isinstance(old, int):
-            ok = isinstance(new, int) and not isinstance(new, bool)
-        elif isinstance(old, float):
-            ok = isinstance(new, int | float) and not isinstance(new, bool)
-        elif isinstance(old, DictConfig | ListConfig):
-            ok = isinstance(new, type(old))
-        if not ok:
-            raise UserError(f"override {ov!r}: {key} must be {_type_name(old)}, got {raw!r}")
-
-
-def compose(conf_module: str, config_name: str = "reproduce", overrides: Sequence[str] = ()) -> Any:
-    """Compose ``<conf_module>/<config_name>.yaml`` with hydra and ``key=value`` overrides.
-
-    Unknown keys, unknown group options, syntax errors and ill-typed values raise `UserError`.
-    No hydra run directory, no chdir, no logging setup.
-    """
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    overrides = list(overrides)
-    for ov in overrides:
-        if "=" not in ov and not ov.startswith("~"):
-            raise UserError(f"override {ov!r} is not of the form key=value")
-    groups = _config_groups(conf_module)
-    GlobalHydra.instance().clear()
-    try:
-        # a missing config module or a broken default config is a packaging bug: let it raise
-        with initialize_config_module(config_module=conf_module, version_base="1.3"):
-            hydra_compose(config_name=config_name)
-            try:
-                group_ovs = [o for o in overrides if o.partition("=")[0].lstrip("+~") in groups]
-                base = hydra_compose(config_name=config_name, overrides=group_ovs)
-                cfg = hydra_compose(config_name=config_name, overrides=overrides)
-            except (HydraException, OmegaConfBaseException) as exc:
-                msg = " ".join(str(exc).split()).split(" Config search path")[0]
-                for group, options in groups.items():
-                    if group and f"'{group}'" in msg:
-                        msg += f" (options for {group}: {', '.join(options)})"
-                        break
-                raise UserError(f"bad override: {msg}") from None
-    finally:
-        GlobalHydra.instance().clear()
-    _check_types(base, cfg, overrides, groups)
-    return cfg
 
 
 # --------------------------------------------------------------------------------------------- paper CLI
@@ -264,13 +194,24 @@ class PaperCLI:
             if args.command == "configs":
                 return self._configs(args.action, args.overrides)
             verb = next(v for v in self.verbs if v.name == args.command)
-            return int(load_ref(verb.run)(args) or 0)
+            return self._run_verb(verb, args)
         except UserError as exc:
             print(f"{self.prog}: error: {exc}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             print(f"{self.prog}: interrupted", file=sys.stderr)
             return 130
+
+    def _run_verb(self, verb: Verb, args: argparse.Namespace) -> int:
+        from .runtime import THREADS_ENV, default_threads, folded_line, quiet, use_threads
+
+        threads = default_threads(None) if os.environ.get(THREADS_ENV) else 0
+        with use_threads(threads), quiet() as folded:
+            code = int(load_ref(verb.run)(args) or 0)
+        line = folded_line(folded)
+        if line:
+            print(f"{self.prog}: {line}", file=sys.stderr)
+        return code
 
     def _configs(self, action: str, overrides: Sequence[str]) -> int:
         if action == "list":
@@ -290,6 +231,7 @@ class PaperCLI:
 
         from .fs import atomic_write_text, check_out_dir, staged_dir
         from .report import claims_table, write_report
+        from .runtime import folded_line, quiet, use_threads
 
         cfg = compose(self.conf_module, "reproduce", overrides)
         scale = str(OmegaConf.select(cfg, "scale.name", default="?"))
@@ -299,13 +241,21 @@ class PaperCLI:
         device = pick_device(cfg.get("device", "auto"))
         fn = load_ref(self.reproduce_ref)
         command = " ".join([self.prog, "reproduce", *overrides])
+        threads = int(cfg.threads)
         with staged_dir(final) as tmp:
             seed_everything(seed)
-            ctx = RunContext(run_dir=tmp, device=device, seed=seed, scale=scale)
-            ctx.log(f"{self.prog} {self.version}: reproducing at scale={scale} on {device} -> {final}")
+            ctx = RunContext(run_dir=tmp, device=device, seed=seed, scale=scale, slug=self.slug)
+            ctx.log(
+                f"{self.prog} {self.version}: reproducing at scale={scale} on {device} "
+                f"({threads or 'default'} thread{'s' if threads != 1 else ''}) -> {final}"
+            )
             t0 = time.perf_counter()
-            results = fn(cfg, ctx)
+            with use_threads(threads), quiet() as folded:
+                results = fn(cfg, ctx)
             seconds = time.perf_counter() - t0
+            if folded:
+                atomic_write_text(tmp / "warnings.txt", "\n".join(folded) + "\n")
+                ctx.log(folded_line(folded, "warnings.txt"))
             config_yaml = OmegaConf.to_yaml(cfg)
             atomic_write_text(tmp / "config.yaml", config_yaml)
             write_report(
@@ -318,6 +268,7 @@ class PaperCLI:
                 results=results,
                 config_yaml=config_yaml,
                 command=command,
+                peers_missing=ctx.peers_not_installed,
             )
         n_hold = sum(c.holds for c in results.claims)
         print(claims_table(results.claims))

@@ -59,20 +59,55 @@ def pydoc_text(split: str | None = None, val_fraction: float = 0.1, seed: int = 
     return "\n\n".join(pydoc_dataset(val_fraction, seed)[split]["text"])
 
 
+def _char_vocab(tokenizer: Any) -> dict[str, int] | None:
+    """The vocabulary of a character tokenizer (`iclr26_core.tokenizers.char_tokenizer`, also after a
+    save/load), or None for any other tokenizer."""
+    import json
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or type(backend.model).__name__ != "WordLevel" or backend.normalizer is not None:
+        return None
+    pre = json.loads(backend.to_str()).get("pre_tokenizer") or {}
+    if pre.get("type") != "Split" or pre.get("pattern") != {"Regex": r"[\s\S]"} or pre.get("invert"):
+        return None
+    return backend.get_vocab(with_added_tokens=False)
+
+
+def encode_texts(texts: list[str], tokenizer: Any) -> list[list[int]]:
+    """``tokenizer(texts, add_special_tokens=False)["input_ids"]``, faster.
+
+    A character tokenizer maps each character through its vocabulary (about 100x faster than the
+    transformers call on pydoc); another fast tokenizer encodes with its Rust backend directly (no
+    offsets or masks); anything else goes through the tokenizer's own call. Same ids in every case.
+    """
+    texts = list(texts)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or backend.truncation is not None or backend.padding is not None:
+        return tokenizer(texts, add_special_tokens=False)["input_ids"]
+    vocab = _char_vocab(tokenizer)
+    added = backend.get_added_tokens_decoder().values()
+    if vocab is not None and not any(a.content in t for a in added for t in texts):
+        unk = backend.token_to_id(tokenizer.unk_token) if tokenizer.unk_token is not None else None
+        if unk is not None:
+            return [[vocab.get(c, unk) for c in t] for t in texts]
+    return [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+
+
 def token_blocks(texts: list[str], tokenizer: Any, seq_len: int, eos_id: int | None = None):
     """Tokenise ``texts``, join them with ``eos_id`` and cut into ``[n, seq_len]`` int64 blocks (tail dropped)."""
+    import numpy as np
     import torch
 
     eos = tokenizer.eos_token_id if eos_id is None else eos_id
     ids: list[int] = []
-    for enc in tokenizer(list(texts), add_special_tokens=False)["input_ids"]:
+    for enc in encode_texts(texts, tokenizer):
         ids.extend(enc)
         if eos is not None:
             ids.append(eos)
     n = len(ids) // seq_len
     if n == 0:
         raise ValueError(f"{len(ids)} tokens is less than one block of {seq_len}")
-    return torch.tensor(ids[: n * seq_len], dtype=torch.long).view(n, seq_len)
+    return torch.from_numpy(np.asarray(ids[: n * seq_len], dtype=np.int64)).view(n, seq_len)
 
 
 def lm_dataset(tokenizer: Any, seq_len: int = 128, val_fraction: float = 0.1, seed: int = 0):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,18 @@ def claims_table(claims: list[Claim]) -> str:
     return "\n".join(lines)
 
 
+def peers_line(slug: str, missing: Iterable[str]) -> str:
+    """The one line for peer libraries that are not installed, or ``""`` when none is missing::
+
+    peers not installed: torchao, hqq (pip install iclr26-bof4[peers])
+    """
+    missing = list(dict.fromkeys(missing))
+    if not missing:
+        return ""
+    dist = f"iclr26-{slug.replace('_', '-')}" if slug else "iclr26-<slug>"
+    return f"peers not installed: {', '.join(missing)} (pip install {dist}[peers])"
+
+
 def write_report(
     run_dir: str | Path,
     *,
@@ -90,15 +103,21 @@ def write_report(
     results: Results,
     config_yaml: str = "",
     command: str = "",
+    peers_missing: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """Write ``metrics.json`` and ``report.md`` into ``run_dir``; returns the metrics dict."""
+    """Write ``metrics.json`` and ``report.md`` into ``run_dir``; returns the metrics dict.
+
+    ``peers_missing``: peer libraries that were not installed (one line in the report, a list in the metrics).
+    """
     run_dir = Path(run_dir)
+    peers_missing = list(dict.fromkeys(peers_missing))
     metrics = {
         "paper": paper,
         "version": version,
         "scale": scale,
         "seconds": round(seconds, 2),
         "claims": [asdict(c) for c in results.claims],
+        **({"peers_not_installed": peers_missing} if peers_missing else {}),
         **results.metrics,
     }
     write_json(run_dir / "metrics.json", metrics)
@@ -113,6 +132,8 @@ def write_report(
     if command:
         lines += [f"Command: `{command}`", ""]
     lines += [claims_table(results.claims), ""]
+    if peers_missing:
+        lines += [peers_line(paper, peers_missing), ""]
     for fig in results.figures:
         lines += [f"![{Path(fig).stem}]({Path(fig).name})", ""]
     if config_yaml:

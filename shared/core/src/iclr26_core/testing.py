@@ -2,6 +2,23 @@
 checks every paper CLI needs (one-line user errors, a refused non-empty ``out``), one torch thread.
 
 Odd sizes (hidden 36, vocab 99, 3 heads ...) catch shape bugs that powers of two hide.
+
+The CLI-test skeleton of a paper package (``tests/test_cli.py``)::
+
+    from iclr26_core.testing import assert_help_is_fast, check_smoke_report, smoke_run_fixture
+    from iclr26_mypaper.cli import main
+
+    smoke_run = smoke_run_fixture(main)          # one `reproduce scale=smoke` for the whole module
+
+
+    def test_help_does_not_import_torch():
+        assert_help_is_fast("iclr26_mypaper", ["analyze", "--help"])
+
+
+    def test_reproduce_smoke_writes_computed_report(smoke_run):
+        out, res = smoke_run
+        m = check_smoke_report(out, res, "mypaper", claims=["C1", "C2"], files=["curve.png"])
+        assert m["claims"][0]["holds"] == (m["err"] < 0.1)   # each verdict recomputed from the raw numbers
 """
 
 from __future__ import annotations
@@ -97,20 +114,22 @@ def run_cli(
     return CliResult(int(code or 0), out.getvalue(), err.getvalue())
 
 
-def imports_torch(code: str) -> bool:
-    """Whether running ``code`` in a fresh interpreter imports torch (for the fast-``--help`` tests)."""
+def imports_torch(code: str | Sequence[str]) -> bool:
+    """Whether running ``code`` (or each snippet of a list, one after the other) in a fresh interpreter imports
+    torch (for the fast-``--help`` tests)."""
     import subprocess
     import sys
 
-    probe = (
-        "import sys, contextlib, io\n"
+    codes = [code] if isinstance(code, str) else list(code)
+    probe = "import sys, contextlib, io\n" + "".join(
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n"
-        f"        exec({code!r})\n"
+        f"        exec({c!r}, {{}})\n"
         "    except SystemExit:\n"
         "        pass\n"
-        "print('TORCH' if 'torch' in sys.modules else 'NOTORCH')"
+        for c in codes
     )
+    probe += "print('TORCH' if 'torch' in sys.modules else 'NOTORCH')"
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     if "TORCH" not in res.stdout:
         raise RuntimeError(f"probe failed: {res.stderr[-2000:]}")
@@ -143,6 +162,65 @@ def assert_refuses_nonempty_out(main: Callable[[Sequence[str]], int | None], dir
     assert_one_line_error(run_cli(main, ["reproduce", "scale=smoke", f"out={directory}"]), "not empty")
     assert sorted(p.name for p in directory.iterdir()) == before
     assert (directory / "keep.txt").read_text() == "mine"
+
+
+def assert_help_is_fast(package: str, *argv: Sequence[str]) -> None:
+    """``<package>.cli main --help`` (and ``main(argv)`` for each extra argv, e.g. a verb's ``--help``) and
+    ``import <package>; <package>.__version__`` do not import torch."""
+    probes = [f"from {package}.cli import main; main({list(a)!r})" for a in (["--help"], *argv)]
+    probes.append(f"import {package}; {package}.__version__")
+    if imports_torch(probes):  # one interpreter for all; on failure, name the culprit
+        slow = [code for code in probes if imports_torch(code)]
+        raise AssertionError(f"imports torch: {slow}")
+
+
+def smoke_run_fixture(main: Callable[[Sequence[str]], int | None], *overrides: str, scope: str = "module"):
+    """A pytest fixture giving ``(out_dir, CliResult)`` of one ``reproduce scale=smoke`` shared by a test module.
+
+    Assign it at module level: ``smoke_run = smoke_run_fixture(main)``.
+    """
+    import pytest
+
+    @pytest.fixture(scope=scope)
+    def smoke_run(tmp_path_factory):
+        out = tmp_path_factory.mktemp("smoke") / "run"
+        return out, reproduce_smoke(main, out, *overrides)
+
+    return smoke_run
+
+
+def check_smoke_report(
+    out: str | Path,
+    res: CliResult,
+    slug: str,
+    *,
+    claims: Sequence[str] | None = None,
+    files: Sequence[str] = (),
+    scale: str = "smoke",
+) -> dict[str, Any]:
+    """The reproduce contract of a finished run; returns ``metrics.json`` for the package's own checks.
+
+    ``config.yaml``, ``metrics.json``, ``report.md`` and ``files`` exist in ``out``; the metrics name the paper,
+    the scale, a ``threads`` count and the claims ``claims`` (ids, in order) with boolean verdicts; the printed
+    table has a row per claim and its summary line counts the claims that hold.
+    """
+    import json
+
+    out = Path(out)
+    missing = sorted({"config.yaml", "metrics.json", "report.md", *files} - {p.name for p in out.iterdir()})
+    assert not missing, f"not written: {missing}"
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["paper"] == slug and m["scale"] == scale, (m["paper"], m["scale"])
+    ids = [c["id"] for c in m["claims"]]
+    if claims is not None:
+        assert ids == list(claims), ids
+    assert all(isinstance(c["holds"], bool) for c in m["claims"])
+    for i in ids:
+        assert f"| {i} |" in res.stdout, f"claim {i} not in the printed table"
+    n_hold = sum(c["holds"] for c in m["claims"])
+    assert f"{n_hold}/{len(ids)} claims hold" in res.stdout, res.stdout[-500:]
+    assert "threads:" in (out / "config.yaml").read_text()
+    return m
 
 
 @contextlib.contextmanager

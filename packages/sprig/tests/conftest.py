@@ -1,4 +1,4 @@
-"""Shared fixtures of the iclr26-delivr tests."""
+"""Shared fixtures of the iclr26-sprig tests."""
 
 from __future__ import annotations
 

@@ -1,0 +1,77 @@
+"""iclr26_core.runtime: the threads setting and the folding of third-party chatter."""
+
+import logging
+import warnings
+
+import pytest
+
+from iclr26_core.errors import UserError
+from iclr26_core.runtime import default_threads, folded_line, parse_threads, quiet, use_threads
+
+
+def test_default_threads(monkeypatch):
+    monkeypatch.delenv("ICLR26_THREADS", raising=False)
+    assert [default_threads(s) for s in ("smoke", "cpu", "gpu-small", "paper", None)] == [1, 1, 1, 0, 0]
+    monkeypatch.setenv("ICLR26_THREADS", "4")
+    assert default_threads("cpu") == default_threads("paper") == 4
+    monkeypatch.setenv("ICLR26_THREADS", "lots")
+    with pytest.raises(UserError, match="ICLR26_THREADS must be an int >= 0"):
+        default_threads("cpu")
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "x", None])
+def test_parse_threads_refuses(bad):
+    with pytest.raises(UserError, match="threads must be an int >= 0"):
+        parse_threads(bad)
+
+
+def test_use_threads_sets_and_restores():
+    import torch
+
+    before = torch.get_num_threads()
+    with use_threads(3):
+        assert torch.get_num_threads() == 3
+    assert torch.get_num_threads() == before
+    with use_threads(0):
+        assert torch.get_num_threads() == before
+
+
+def test_quiet_folds_third_party_but_not_ours(capsys, caplog):
+    with warnings.catch_warnings(record=True) as shown, quiet() as folded:
+        warnings.simplefilter("always")
+        warnings.warn_explicit("lib says", UserWarning, "/venv/site-packages/lib/mod.py", 3)
+        warnings.warn_explicit("ours says", UserWarning, "/src/iclr26_mypaper/run.py", 5)
+        warnings.warn_explicit("old API", DeprecationWarning, "/src/iclr26_mypaper/run.py", 6)
+        logging.getLogger("somelib.sub").warning("loaded a kernel")
+        logging.getLogger("iclr26_mypaper").warning("our own log line")
+    assert [str(w.message) for w in shown] == ["ours says"]
+    err = capsys.readouterr().err
+    assert "our own log line" in err and "loaded a kernel" not in err
+    assert len(folded) == 3 and "UserWarning (mod.py:3): lib says" in folded
+    assert (
+        folded_line(folded, "w.txt")
+        == "3 third-party warning(s) folded into w.txt (ICLR26_VERBOSE=1 prints them)"
+    )
+    assert folded_line([]) is None
+    # afterwards nothing is folded any more
+    logging.getLogger("somelib.sub").warning("after")
+    assert folded[-1] != "WARNING somelib.sub: after" and caplog.records[-1].getMessage() == "after"
+
+
+def test_quiet_silences_transformers_and_restores(capsys):
+    from transformers.utils import logging as tf_logging
+
+    before = tf_logging.get_verbosity()
+    tf_logging.enable_progress_bar()
+    with quiet():
+        tf_logging.get_logger("transformers.modeling_utils").warning("transformers chatter")
+        assert not tf_logging.is_progress_bar_enabled()
+    assert "transformers chatter" not in capsys.readouterr().err
+    assert tf_logging.get_verbosity() == before and tf_logging.is_progress_bar_enabled()
+
+
+def test_quiet_off_when_verbose(monkeypatch):
+    monkeypatch.setenv("ICLR26_VERBOSE", "1")
+    with pytest.warns(UserWarning, match="lib says"), quiet() as folded:
+        warnings.warn_explicit("lib says", UserWarning, "/venv/site-packages/lib/mod.py", 3)
+    assert folded == []
