@@ -10,10 +10,6 @@ import argparse
 from iclr26_core.cli import Verb, paper_cli
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-
-
 def _cache_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model", required=True, help="teacher: local model directory or hub id (tiny-gpt2 to try)"
@@ -26,7 +22,6 @@ def _cache_args(p: argparse.ArgumentParser) -> None:
         "--tau-kd", type=float, default=2.0, help="teacher temperature: p_T = softmax(s/tau) (2.0)"
     )
     p.add_argument("--batch-size", type=int, default=8, help="sequences per forward pass (default 8)")
-    _common(p)
 
 
 def _distill_args(p: argparse.ArgumentParser) -> None:
@@ -46,7 +41,6 @@ def _distill_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qd-tokens", type=int, default=128, help="new tokens per QD decomposition (default 128)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    _common(p)
 
 
 def _answer_args(p: argparse.ArgumentParser) -> None:
@@ -55,7 +49,6 @@ def _answer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="new predictions JSONL (summary.json is written beside it)")
     p.add_argument("--budget", type=float, default=2.0, help="budget incl. pass-1 = 1.0 (default 2.0)")
     p.add_argument("--qd-tokens", type=int, default=128, help="new tokens per QD decomposition (default 128)")
-    _common(p)
 
 
 app = paper_cli(

@@ -4,30 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
 from iclr26_core.errors import UserError
 
 ROUTER_ACTIONS = ("HR", "tmRAG", "QD")
-
-
-def _quiet() -> None:
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    warnings.filterwarnings("ignore", message=".*chat template.*")
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-
-
-def _setup(args: argparse.Namespace) -> None:
-    import torch
-
-    torch.set_num_threads(max(1, int(getattr(args, "threads", 1))))
-    _quiet()
 
 
 def load_model(path: str) -> tuple[Any, Any]:
@@ -56,7 +38,6 @@ def cache_teacher(args: argparse.Namespace) -> int:
     items = read_jsonl(args.data)
     if args.tau_kd <= 0:
         raise UserError(f"--tau-kd must be > 0, got {args.tau_kd}")
-    _setup(args)
     model, tok = load_model(args.model)
     scorer = OptionScorer(model, tok, batch_size=args.batch_size)
     cache = TeacherCache.build(scorer, items, out, tau_kd=args.tau_kd)
@@ -101,7 +82,6 @@ def distill_cmd(args: argparse.Namespace) -> int:
         )
     if args.budget < 1.0:
         raise UserError(f"--budget must be >= 1.0 (it includes the pass-1 cost), got {args.budget}")
-    _setup(args)
     model, tok = load_model(args.student)
     model = distill(model, tok, items, cache, lr=args.lr, grad_accum=args.grad_accum, epochs=args.epochs,
                     steps=args.steps, seed=args.seed, device=args.device)  # fmt: skip
@@ -166,7 +146,6 @@ def answer(args: argparse.Namespace) -> int:
     d = Path(args.model)
     if not (d / "adapter_config.json").is_file():
         raise UserError(f"{args.model!r} is not a distilled model directory (no adapter_config.json)")
-    _setup(args)
     from peft import AutoPeftModelForCausalLM
     from transformers import AutoTokenizer
 

@@ -4,7 +4,7 @@
   summed log-likelihoods must match `OptionScorer` to 1e-4; lm-eval's acc / acc_norm next to ours
   (``normalize="none"`` / ``"char"``).
 * netcal — ECE with 15 bins and temperature scaling, next to ours.
-A peer that is not installed is one line: "peers not installed: ... (pip install iclr26-bolt[peers])".
+A peer that is not installed is one line (the core's ``ctx.peers_missing``).
 """
 
 from __future__ import annotations
@@ -100,9 +100,7 @@ def run_bench(data: SeedData, ctx: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"lines": {}}
     missing = missing_peers()
     if missing:
-        line = f"peers not installed: {', '.join(missing)} (pip install iclr26-bolt[peers])"
-        out["lines"]["missing"] = line
-        ctx.log(line)
+        ctx.peers_missing(missing)  # one line, also in report.md and metrics.json
     if "lm-eval" not in missing:
         r = lm_eval_check(data)
         out["lm_eval"] = r
@@ -121,6 +119,5 @@ def run_bench(data: SeedData, ctx: Any) -> dict[str, Any]:
         )
     out["lines"]["trl"] = "GKD row not run: trl's GKDTrainer is not wired into this bench yet (see README)"
     for k, v in out["lines"].items():
-        if k != "missing":
-            ctx.log(f"bench {k}: {v}")
+        ctx.log(f"bench {k}: {v}")
     return out

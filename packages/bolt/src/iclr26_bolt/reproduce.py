@@ -216,12 +216,9 @@ def _claims(cfg: Any, seeds: list[dict[str, Any]]) -> list[Claim]:
 
 
 def run(cfg: Any, ctx: Any) -> Results:
-    import torch
-
     from .figures import frontier_figure, reliability_figure
     from .reference import reference_text
 
-    torch.set_num_threads(max(1, int(cfg.get("threads", 1))))
     seeds: list[dict[str, Any]] = []
     first: list[Any] = []
     for k in ctx.progress(range(int(cfg.seeds)), desc="seeds"):
