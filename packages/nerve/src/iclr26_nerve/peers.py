@@ -215,7 +215,7 @@ def run_peers(runs: dict, data: Any, model_cfg: dict, cfg: Any, ctx: Any) -> dic
                     "status": f"failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 }
             out[name]["seconds"] = round(time.perf_counter() - t0, 2)
-        ctx.log(f"peer {name}: {out[name]['status']}")
+            ctx.log(f"peer {name}: {out[name]['status']}")  # missing ones: the one "peers not installed" line
         nums = ", ".join(
             f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
             for k, v in out[name].items()
