@@ -57,11 +57,12 @@ class _MaskRouterLinear(TorchFunctionMode):
 
     def __init__(self, masked: torch.Tensor, num_experts: int):
         super().__init__()
-        self.masked, self.num_experts = masked, num_experts
+        self.masked, self.num_experts, self.hits = masked, num_experts, 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if func is F.linear and torch.is_tensor(out) and out.shape[-1] == self.num_experts:
+            self.hits += 1
             out = out.index_fill(-1, self.masked.to(out.device), float("-inf"))
         return out
 
@@ -75,8 +76,16 @@ def _masked_forward(gate: Any, forward: Any, masked: torch.Tensor, num_experts: 
             with torch.no_grad():
                 bias.index_fill_(0, masked.to(bias.device), float("-inf"))
         try:
-            with _MaskRouterLinear(masked, num_experts):
-                return forward(*args, **kwargs)
+            with _MaskRouterLinear(masked, num_experts) as mode:
+                out = forward(*args, **kwargs)
+            if (
+                mode.hits != 1
+            ):  # e.g. a registered gate computing W·h with a matmul: refuse, never mask silently
+                raise UserError(
+                    f"mask_experts: the gate {type(gate).__name__} computed {mode.hits} router linears "
+                    "(F.linear with E outputs), expected 1"
+                )
+            return out
         finally:
             if saved is not None:
                 with torch.no_grad():
@@ -89,8 +98,9 @@ def _masked_forward(gate: Any, forward: Any, masked: torch.Tensor, num_experts: 
 def mask_experts(model: Any, experts: torch.Tensor | list[list[int]]):
     """Within the block, the listed experts of each MoE layer get router logit −inf (never selected).
 
-    ``experts`` is [L, k] in the order of the registered MoE layers (k may be 0: nothing masked). Each gate's
-    own forward runs with the masked logits, so the weights follow the architecture's routing function
+    ``experts`` is [L, k] in the order of the registered MoE layers (k may be 0: nothing masked, the same
+    wrapped path, which must then reproduce the gate's own output). Each gate's own forward runs with the
+    masked logits, so the weights follow the architecture's routing function
     (see the module docstring). At least top-k experts must stay unmasked. The model is restored on exit.
     """
     gates = find_gates(model)
@@ -109,11 +119,9 @@ def mask_experts(model: Any, experts: torch.Tensor | list[list[int]]):
                 raise UserError(
                     f"layer {layer}: masking {len(masked)} of {n_exp} experts leaves < top-k={top_k}"
                 )
-            if not masked:
-                continue
             had = "forward" in gate.__dict__
             previous = gate.__dict__.get("forward")
-            gate.forward = _masked_forward(gate, gate.forward, torch.tensor(masked), n_exp)
+            gate.forward = _masked_forward(gate, gate.forward, torch.tensor(masked, dtype=torch.long), n_exp)
             patched.append((gate, had, previous))
         yield model
     finally:
