@@ -146,7 +146,7 @@ def test_mask_experts_follows_each_architectures_router(model_type):
         torch.testing.assert_close(got_w, want_w, rtol=1e-5, atol=1e-6)
         if model_type == "gpt_oss":  # its router renormalises over the top-k: the 0.1 bug summed to ~0.7
             torch.testing.assert_close(o[1].sum(-1), torch.ones(o[1].shape[0]))
-    after, out_after = _gate_io(model, ids)  # restored on exit
+    _, out_after = _gate_io(model, ids)  # restored on exit
     torch.testing.assert_close(out_after, out, rtol=0, atol=0)
     assert all("forward" not in g.__dict__ for _, g in gates)
     if model_type == "deepseek_v3":
@@ -171,10 +171,8 @@ def test_group_limited_deepseek_never_selects_masked_experts():
 
 
 def test_mask_experts_refuses_bad_masks(olmoe):
-    with pytest.raises(UserError, match="expert ids must be in 0..7"):
-        with mask_experts(olmoe, [[8], [0]]):
-            pass
-    with pytest.raises(UserError, match="leaves < top-k"):
-        with mask_experts(olmoe, [list(range(7)), [0]]):
-            pass
+    with pytest.raises(UserError, match=r"expert ids must be in 0\.\.7"), mask_experts(olmoe, [[8], [0]]):
+        pass
+    with pytest.raises(UserError, match="leaves < top-k"), mask_experts(olmoe, [list(range(7)), [0]]):
+        pass
     assert all("forward" not in g.__dict__ for _, g in find_gates(olmoe))
