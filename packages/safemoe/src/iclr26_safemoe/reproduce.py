@@ -89,6 +89,14 @@ def _main_setting(cfg, ctx, st: Setting, temp: dict, seeds: list[int], sweep_see
         ]
         out["proximal_sweep"] = {str(rho): rows for rho, rows in sweep.items()}
         out["proximal_best"] = best
+        ctx.log(
+            "proximal peer: rho "
+            + ", ".join(
+                f"{rho:g} (H {_avg(rows, 'harmfulness'):.2f}, tokacc {_avg(rows, 'token_accuracy'):.3f})"
+                for rho, rows in sweep.items()
+            )
+            + f" -> rho {best:g}"
+        )
     if cfg.peers:
         from .trl_arm import have_trl
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -90,7 +91,9 @@ def trl_finetune(
         )
         callbacks.append(guard)
     device = next(model.parameters()).device
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        # trl's SFTConfig defaults gradient_checkpointing to True; turning it off by that name warns (renamed)
+        warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*", category=FutureWarning)
         args = SFTConfig(
             output_dir=tmp,
             num_train_epochs=epochs,
