@@ -184,7 +184,7 @@ def test_proximal_penalty_is_the_squared_distance_to_theta0(olmoe):
         for n, p in model.named_parameters():
             if "lora_" in n:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.1)
-    ours = float(lora_delta_sq(model))
+    ours = float(lora_delta_sq(model).detach())
     merged = model.merge_and_unload()
     brute = sum(float((dict(merged.named_parameters())[n] - w).pow(2).sum()) for n, w in before.items())
     assert ours == pytest.approx(brute, rel=1e-4)
