@@ -1,5 +1,6 @@
 """The CLI: fast --help, reproduce scale=smoke, encode/decode through files, bad input."""
 
+import itertools
 import json
 import re
 
@@ -35,7 +36,7 @@ def test_reproduce_smoke_writes_computed_report(tmp_path, tiny_smoke):
     j = m["c4_judge"]
     own = [j["own"][str(o)] for o in sorted(int(k) for k in j["own"])]
     strong = j["strength"]["judge"] <= min(v for k, v in j["strength"].items() if k.startswith("order"))
-    assert c4["holds"] == (all(b > a for a, b in zip(own, own[1:])) and strong)
+    assert c4["holds"] == (all(b > a for a, b in itertools.pairwise(own)) and strong)
     c6 = next(c for c in m["claims"] if c["id"] == "C6")
     assert c6["holds"] == (m["c6"]["seconds_encode_decode"] <= 1.2 * m["c6"]["seconds_forward"])
     assert m["c6"]["round_trip"] and m["c6"]["forward_calls"] > 2 * m["c6"]["tokens"]
