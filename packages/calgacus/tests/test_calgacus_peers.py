@@ -108,8 +108,8 @@ class FakeLlama:
     def eval(self, tokens):
         for t in tokens:
             with torch.inference_mode():
-                out = self.model(input_ids=torch.tensor([[t]]), past_key_values=self.cache, use_cache=True)
-            self.cache = out.past_key_values
+                out = self.model(input_ids=torch.tensor([[t]]), cache=self.cache, use_cache=True)
+            self.cache = out.cache if "cache" in out else out.past_key_values
             self.scores[self.n_tokens] = out.logits[0, -1].float().numpy()
             self.n_tokens += 1
 

@@ -4,10 +4,13 @@ Public API (imported lazily, so ``import iclr26_calgacus`` does not import torch
 
     encode, decode, Stegotext, plausibility      the protocol          (protocol.py)
     token_ranks, tokens_from_ranks, RankLM       the two primitives    (ranks.py)
+    CoverFilter                                  canonical / whitespace filter (canonical.py)
     HFRankLM                                     transformers adapter  (hf.py)
+    LlamaCppRankLM                               GGUF via llama-cpp-python (llamacpp.py, optional peer)
     CharNGramLM                                  Kneser–Ney n-gram LM  (ngram.py)
+    ac_encode, ac_decode                         arithmetic-coding baseline (arithmetic.py)
     load_tiny                                    the tiny offline model (tiny.py)
-    CalgacusConfig, CalgacusError
+    CalgacusConfig, CalgacusError, CalgacusWarning
 """
 
 from __future__ import annotations
@@ -22,6 +25,13 @@ _EXPORTS = {
     "Stegotext": "protocol",
     "plausibility": "protocol",
     "random_rank_text": "protocol",
+    "CalgacusWarning": "protocol",
+    "prompt_check": "protocol",
+    "CoverFilter": "canonical",
+    "LlamaCppRankLM": "llamacpp",
+    "ac_encode": "arithmetic",
+    "ac_decode": "arithmetic",
+    "ArithmeticStegotext": "arithmetic",
     "token_ranks": "ranks",
     "tokens_from_ranks": "ranks",
     "RankLM": "ranks",

@@ -9,7 +9,9 @@ the cover *text* re-tokenises to the cover ids (``Stegotext.text_exact``). Both 
 s (re-merges: " the" + "me" → " theme"). Tokens never cross a pre-tokenised word, so only the last word can
 change when ``v`` is appended: the filter re-tokenises the *window* ``w = s_j..s_<i + [v]`` that starts at
 the last token of ``s_<i`` whose text begins with whitespace (a word start; at most ``window`` tokens
-back) and accepts ``v`` iff tok(detok(w)) == w. So one forced (rejected) step does not reject every later
+back), or ``w = [v]`` when ``v`` begins with whitespace right after a token that ends in a non-space
+(a new word), and accepts ``v`` iff tok(detok(w)) == w; on a canonical prefix this is the whole-prefix
+check (tested). So one forced (rejected) step does not reject every later
 candidate, as a whole-prefix check would. Byte-level tokens that end in an incomplete UTF-8 character
 (they decode to U+FFFD) are *pending*: ``v`` is accepted when the window without its pending tail
 re-tokenises exactly; the completed character is checked at a later step (and by ``text_exact`` at the end).
@@ -101,8 +103,13 @@ class CoverFilter:
         if not self.canonical:
             return ok
         base = list(prefix[self.window_start(prefix) :])
+        # after a token that ends in a non-space, a candidate that begins with whitespace starts a new word
+        # on its own (nothing before it can re-merge with it)
+        ends_word = bool(prefix) and not self.token_text(prefix[-1])[-1:].isspace()
         todo = [i for i, good in enumerate(ok) if good]
-        windows = [[*base, vs[i]] for i in todo]
+        windows = [
+            [vs[i]] if ends_word and self.token_text(vs[i])[:1].isspace() else [*base, vs[i]] for i in todo
+        ]
         texts = decode_many(self.lm, windows)
         for k, (w, text) in enumerate(zip(windows, texts)):
             if text.endswith(_PENDING):  # an incomplete UTF-8 character at the end: check what is complete
