@@ -95,10 +95,11 @@ def test_covers_sample_the_model_distribution():
 
 class FakeLlama:
     """The slice of ``llama_cpp.Llama`` the adapter uses, over a tiny transformers llama: ``eval`` appends
-    tokens to one KV cache, ``scores[n_tokens - 1]`` holds the last logits, tokenize/detokenize use bytes."""
+    tokens to one KV cache and, as llama-cpp-python 0.3.36 does, writes ``scores[n_tokens - 1]`` only with
+    ``logits_all=True``; tokenize/detokenize use bytes."""
 
-    def __init__(self, model, tok, n_ctx=256):
-        self.model, self.tok, self._n_ctx = model.eval(), tok, n_ctx
+    def __init__(self, model, tok, n_ctx=256, logits_all=True):
+        self.model, self.tok, self._n_ctx, self._logits_all = model.eval(), tok, n_ctx, logits_all
         self.scores = np.zeros((n_ctx, len(tok)), dtype=np.float32)
         self.reset()
 
@@ -110,7 +111,8 @@ class FakeLlama:
             with torch.inference_mode():
                 out = self.model(input_ids=torch.tensor([[t]]), cache=self.cache, use_cache=True)
             self.cache = out.cache if "cache" in out else out.past_key_values
-            self.scores[self.n_tokens] = out.logits[0, -1].float().numpy()
+            if self._logits_all:
+                self.scores[self.n_tokens] = out.logits[0, -1].float().numpy()
             self.n_tokens += 1
 
     def n_vocab(self):
@@ -155,6 +157,13 @@ def test_llamacpp_adapter_round_trip(fake_llama):
     with pytest.raises(CalgacusError, match="interleave"):
         a.logits()
     assert b.logits().shape == (len(fake_llama.tok),)
+
+
+def test_llamacpp_without_logits_all_is_refused(fake_llama):
+    """llama-cpp-python 0.3 leaves ``scores`` at zero without logits_all: every rank would be a tie."""
+    no_scores = FakeLlama(fake_llama.model, fake_llama.tok, logits_all=False)
+    with pytest.raises(CalgacusError, match="logits_all=True"):
+        LlamaCppRankLM(no_scores)
 
 
 def test_llamacpp_missing_file_is_one_clear_error():

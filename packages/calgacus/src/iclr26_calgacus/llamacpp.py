@@ -67,7 +67,10 @@ class LlamaCppRankLM:
     """A ``llama_cpp.Llama`` (or a GGUF path) as a `RankLM`.
 
     The admissible alphabet excludes BOS/EOS and every control token (those that render as nothing without
-    ``special=True``). ``llama_kwargs`` go to ``llama_cpp.Llama`` (``n_ctx``, ``n_threads``, ``n_gpu_layers``).
+    ``special=True``). ``llama_kwargs`` go to ``llama_cpp.Llama`` (``n_ctx``, ``n_threads``, ``n_gpu_layers``);
+    ``logits_all=True`` is always set: llama-cpp-python 0.3 fills ``Llama.scores`` (which the ranks read)
+    only then — it costs ``n_ctx × n_vocab`` floats of memory (2 GB for Llama-3 at n_ctx 4096: lower
+    ``n_ctx`` to the key + secret length).
     """
 
     bijective = False
@@ -83,11 +86,14 @@ class LlamaCppRankLM:
                 raise CalgacusError(
                     "llama-cpp-python is not installed (pip install 'iclr26-calgacus[peers]')"
                 ) from None
-            kwargs = {"n_ctx": 4096, "verbose": False, "logits_all": False, **llama_kwargs}
+            kwargs = {"n_ctx": 4096, "verbose": False, **llama_kwargs, "logits_all": True}
             model = Llama(model_path=path, **kwargs)
             self.path: str | None = path
         else:
             self.path = getattr(model, "model_path", None)
+        if getattr(model, "_logits_all", True) is False:
+            # llama-cpp-python 0.3 writes Llama.scores only with logits_all=True (else they stay zeros)
+            raise CalgacusError("create the llama_cpp.Llama with logits_all=True: its scores hold the logits")
         self.llm = model
         self.name = name or os.path.basename(self.path or "llama.cpp model")
         self.vocab_size = int(model.n_vocab())
