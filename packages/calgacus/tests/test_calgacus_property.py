@@ -151,3 +151,19 @@ def test_one_forced_step_does_not_reject_the_rest(bpe_models):
     new = lm.encode_text(word)[0]
     assert filt(pair, new)  # a new word after the forced step is accepted
     assert lm.encode_text(lm.decode_ids([*pair, new])) != [*pair, new]  # the whole check rejects it
+
+
+def test_pending_utf8_bytes_are_checked(bpe_models):
+    """Byte tokens of an unfinished character: accepted while they can complete one character, rejected
+    after a whitespace run that the coming (non-space) character would split, and nothing but the rest of
+    the character may follow them — each verdict checked against the whole re-tokenisation."""
+    lm = bpe_models["bpe-3gram"]
+    filt = CoverFilter(lm, canonical=True)
+    whole = lambda ids: lm.encode_text(lm.decode_ids(ids)) == ids  # noqa: E731
+    lead, cont = lm.encode_text("é")  # two byte tokens, each decoding alone to U+FFFD
+    word, run, new_word = lm.encode_text("The"), lm.encode_text("x\n  "), lm.encode_text(" the")
+    assert len(run) == 2 and len(new_word) == 1
+    assert filt(word, lead) and filt([*word, lead], cont) and whole([*word, lead, cont])
+    assert not filt([*word, lead], lead)  # two lead bytes never make one character
+    assert not filt([*word, lead], new_word[0]) and not whole([*word, lead, *new_word])
+    assert not filt(run, lead) and not whole([*run, lead, cont])  # "\n  é" re-tokenises as "\n ", " é"

@@ -13,8 +13,10 @@ back), or ``w = [v]`` when ``v`` begins with whitespace right after a token that
 (a new word), and accepts ``v`` iff tok(detok(w)) == w; on a canonical prefix this is the whole-prefix
 check (tested). So one forced (rejected) step does not reject every later
 candidate, as a whole-prefix check would. Byte-level tokens that end in an incomplete UTF-8 character
-(they decode to U+FFFD) are *pending*: ``v`` is accepted when the window without its pending tail
-re-tokenises exactly; the completed character is checked at a later step (and by ``text_exact`` at the end).
+(they decode to U+FFFD) are *pending*: ``v`` is accepted when the pending tail is the start of one
+character and the window without it re-tokenises to itself before a non-space character (so a whitespace
+run that the coming character would split is rejected); after a pending token only tokens that keep or
+complete the character pass, and the completed word is checked at a later step (and by ``text_exact``).
 
 **Whitespace** (declared, never silent): ``whitespace="lf"`` means the receiver reads CR LF and CR as LF;
 the filter then rejects cover tokens that contain a CR, so the cover survives a line-ending conversion.
@@ -103,32 +105,42 @@ class CoverFilter:
         if not self.canonical:
             return ok
         base = list(prefix[self.window_start(prefix) :])
-        # after a token that ends in a non-space, a candidate that begins with whitespace starts a new word
-        # on its own (nothing before it can re-merge with it)
-        ends_word = bool(prefix) and not self.token_text(prefix[-1])[-1:].isspace()
+        # after a token that ends in a non-space (and no pending byte), a candidate that begins with
+        # whitespace starts a new word on its own (nothing before it can re-merge with it)
+        last = self.token_text(prefix[-1])[-1:] if prefix else ""
+        ends_word = bool(last) and not last.isspace() and last != _PENDING
         todo = [i for i, good in enumerate(ok) if good]
-        windows = [
+        windows: list[list[int] | None] = [
             [vs[i]] if ends_word and self.token_text(vs[i])[:1].isspace() else [*base, vs[i]] for i in todo
         ]
         texts = decode_many(self.lm, windows)
+        head_len: dict[int, int] = {}  # pending windows: compare only the complete head
         for k, (w, text) in enumerate(zip(windows, texts)):
             if text.endswith(_PENDING):  # an incomplete UTF-8 character at the end: check what is complete
-                w, text = self._complete_part(w)
-                windows[k], texts[k] = w, text
+                part = self._complete_part(w)
+                if part is None:
+                    windows[k] = None
+                    continue
+                # the character to come is not a space: the head must stay canonical before one
+                windows[k], texts[k] = part[0], part[1] + _PENDING
+                head_len[k] = len(part[0])
         checked = [k for k, w in enumerate(windows) if w]
         ids = encode_many(self.lm, [texts[k] for k in checked])
-        verdict = dict.fromkeys(range(len(windows)), True)
+        verdict = {k: w is not None for k, w in enumerate(windows)}
         for k, got in zip(checked, ids):
-            verdict[k] = list(got) == windows[k]
+            n = head_len.get(k)
+            verdict[k] = (list(got) if n is None else list(got)[:n]) == windows[k]
         for k, i in enumerate(todo):
             ok[i] = verdict[k]
         return ok
 
-    def _complete_part(self, w: list[int]) -> tuple[list[int], str]:
-        """``w`` without its pending tail (≤ 3 tokens of an unfinished character) and its text."""
+    def _complete_part(self, w: list[int]) -> tuple[list[int], str] | None:
+        """``w`` without its pending tail (≤ 3 tokens of one unfinished character) and its text; ``None``
+        when the tail is not the start of one character (two lead bytes, or more than 3 tokens)."""
         for m in range(1, min(3, len(w)) + 1):
             head = w[: len(w) - m]
             text = self.lm.decode_ids(head) if head else ""
             if not text.endswith(_PENDING):
-                return head, text
-        return w, ""  # not a pending character: the round trip fails
+                tail = self.lm.decode_ids(w[len(w) - m :])
+                return (head, text) if tail.endswith(_PENDING) and tail.count(_PENDING) == 1 else None
+        return None
