@@ -58,7 +58,7 @@ def bpe_models():
     return {"bpe-3gram": ngram, "bpe-gpt2": gpt2}
 
 
-@pytest.mark.parametrize("name,n", [("bpe-3gram", 10), ("bpe-gpt2", 3)])
+@pytest.mark.parametrize("name,n", [("bpe-3gram", 10), ("bpe-gpt2", 2)])
 def test_every_secret_round_trips(bpe_models, name, n):
     lm = bpe_models[name]
     rng = random.Random(f"calgacus-{name}")
