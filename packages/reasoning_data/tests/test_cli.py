@@ -8,35 +8,33 @@ import json
 import pytest
 
 from iclr26_core.testing import (
-    assert_help_is_fast,
     assert_one_line_error,
     assert_refuses_nonempty_out,
     check_smoke_report,
+    fast_help_test,
     run_cli,
     smoke_run_fixture,
     torch_threads,
 )
 from iclr26_reasoning_data.cli import main
-from iclr26_reasoning_data.reproduce import PEERS
 
 smoke_run = smoke_run_fixture(main)
 
 
-def test_help_does_not_import_torch():
-    assert_help_is_fast("iclr26_reasoning_data", ["run", "--help"], ["plan", "--help"])
+test_help_does_not_import_torch = fast_help_test(
+    "iclr26_reasoning_data", ["run", "--help"], ["plan", "--help"], mentions=["plan", "run", "generate", "evaluate"]
+)
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     import importlib.util
 
-    out, res = smoke_run
-    peers = [f"V{i}" for i, mod in enumerate(PEERS, 1) if importlib.util.find_spec(mod)]
-    if "V1" in peers:  # V2 (transformers Trainer) needs no extra install
-        peers.insert(1, "V2")
-    m = check_smoke_report(out, res, "reasoning_data", claims=["C1", "C2", "C3", "C4", "C5", "C6", *sorted(peers)],
-                           files=["arms.png", "families.png", "peers.md"])
+    ids = {"trl": "V1", "datatrove": "V3", "lm_eval": "V4"}
+    peers = sorted(["V2", *(v for mod, v in ids.items() if importlib.util.find_spec(mod))])
+    m, claims = check_smoke_report(smoke_run, "reasoning_data", ["C1", "C2", "C3", "C4", "C5", "C6", *peers],
+                                   files=["arms.png", "families.png", "peers.md"])
     acc = {a: v["per_pretrain_seed"][0] for a, v in m["accuracy"].items()}
-    by_id = {c["id"]: c["holds"] for c in m["claims"]}
+    by_id = {k: c["holds"] for k, c in claims.items()}
     # each verdict recomputed from the raw accuracies (one pretraining seed, one SFT seed at smoke)
     assert by_id["C1"] == (acc["P_div->S_hq"] >= acc["P0->S_hq"] + 0.03)
     assert by_id["C2"] == (acc["P0->S_move"] < acc["P_div->S_hq"])

@@ -17,57 +17,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from iclr26_core.lazy import lazy_exports, package_version
+from iclr26_core.lazy import lazy_package
 
-__version__ = package_version("iclr26-reasoning-data")
+# submodule -> the public names it defines, loaded on first access
+__version__, __all__, __getattr__, __dir__ = lazy_package(
+    __name__,
+    "iclr26-reasoning-data",
+    {
+        "tasks": "ReasoningTasks Example FAMILY_NAMES char_tokenizer",
+        "plan": "Mixture Stage Plan",
+        "data": "StageData build_stage_data masked_lm_loss",
+        "runner": "run_plan PlanResult run_grid GridResult",
+        "evaluate": "exact_match extract_answer gains",
+    },
+)
 
-_EXPORTS: dict[str, str] = {
-    "ReasoningTasks": "tasks",
-    "Example": "tasks",
-    "FAMILY_NAMES": "tasks",
-    "char_tokenizer": "tasks",
-    "Mixture": "plan",
-    "Stage": "plan",
-    "Plan": "plan",
-    "StageData": "data",
-    "build_stage_data": "data",
-    "masked_lm_loss": "data",
-    "run_plan": "runner",
-    "PlanResult": "runner",
-    "run_grid": "runner",
-    "GridResult": "runner",
-    "exact_match": "evaluate",
-    "extract_answer": "evaluate",
-    "gains": "evaluate",
-}
-
-__all__ = [  # noqa: RUF022 - grouped by module
-    "__version__",
-    "ReasoningTasks",
-    "Example",
-    "FAMILY_NAMES",
-    "char_tokenizer",
-    "Mixture",
-    "Stage",
-    "Plan",
-    "StageData",
-    "build_stage_data",
-    "masked_lm_loss",
-    "run_plan",
-    "PlanResult",
-    "run_grid",
-    "GridResult",
-    "exact_match",
-    "extract_answer",
-    "gains",
-]
-assert set(__all__) == {"__version__", *_EXPORTS}
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .data import StageData, build_stage_data, masked_lm_loss
-    from .evaluate import exact_match, extract_answer, gains
-    from .plan import Mixture, Plan, Stage
-    from .runner import GridResult, PlanResult, run_grid, run_plan
-    from .tasks import FAMILY_NAMES, Example, ReasoningTasks, char_tokenizer
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only (names re-exported above)
+    from .data import StageData, build_stage_data, masked_lm_loss  # noqa: F401
+    from .evaluate import exact_match, extract_answer, gains  # noqa: F401
+    from .plan import Mixture, Plan, Stage  # noqa: F401
+    from .runner import GridResult, PlanResult, run_grid, run_plan  # noqa: F401
+    from .tasks import FAMILY_NAMES, Example, ReasoningTasks, char_tokenizer  # noqa: F401

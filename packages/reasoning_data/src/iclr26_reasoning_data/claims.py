@@ -19,7 +19,8 @@ class Accuracies:
         self.pseeds = sorted(runs)
 
     def per_seed(self, arm: str, p: int) -> list[float]:
-        return [self.runs[p][f"{arm}/s{s}"]["sft"]["eval"]["mean"] for s in range(self.sft_seeds)]
+        runs = self.runs[p]  # reference rows may run on fewer SFT seeds
+        return [runs[f"{arm}/s{s}"]["sft"]["eval"]["mean"] for s in range(self.sft_seeds) if f"{arm}/s{s}" in runs]
 
     def acc(self, arm: str, p: int) -> float:
         return statistics.fmean(self.per_seed(arm, p))
@@ -71,7 +72,7 @@ def _ref(acc: Accuracies, a: str, b: str, steps: int, margin: float | None) -> s
     return f"; at {steps} SFT steps {_gap_text(acc.mean(ra), acc.mean(rb))}, {word}: {'yes' if ok else 'no'}"
 
 
-def claims(acc: Accuracies, margin: float, ref_steps: int) -> list[Claim]:
+def claims(acc: Accuracies, margin: float, ref_steps: int, big_extra: int = 48, q_big: float = 0.5) -> list[Claim]:
     out = []
     pm = acc.pseeds
     # C1 front-loading
@@ -131,7 +132,7 @@ def claims(acc: Accuracies, margin: float, ref_steps: int) -> list[Claim]:
     out.append(Claim(
         "C6", "Naively scaling mixed-quality SFT data hurts", "about -5 % on math (author statement)",
         _gap_text(acc.mean(a), acc.mean(b)), holds,
-        "acc(P_div->S_big) < acc(P_div->S_hq) for every pretraining seed (S_big = S_hq + 48/family with q_bad 0.5)",
+        f"acc(P_div->S_big) < acc(P_div->S_hq) for every pretraining seed (S_big = S_hq + {big_extra}/family with q_bad {q_big})",
         f"per pretraining seed {_seeds(acc, a, b)}" + _ref(acc, a, b, ref_steps, None),
     ))
     return out

@@ -111,13 +111,16 @@ def make_arms(cfg: dict, sources: dict, tokenizer: Any) -> dict[str, Plan]:
     steps, ref = int(s["steps"]), int(s["ref_steps"])
     combos = [
         ("P0", "S_hq", steps), ("P_div", "S_hq", steps), ("P_hq", "S_hq", steps), ("P_hq-bad", "S_hq", steps),
-        ("P_div", "S_bad", steps), ("P_div", "S_big", steps), ("P0", "S_hq2", steps),
+        ("P_div", "S_bad", steps), ("P_div", "S_big", steps),
     ]
-    if ref:
-        combos += [("P0", "S_hq", ref), ("P_div", "S_hq", ref), ("P_div", "S_big", ref)]
+    if s.get("hq2_arm", True):
+        combos.append(("P0", "S_hq2", steps))
+    refs = [("P0", "S_hq", ref), ("P_div", "S_hq", ref), ("P_div", "S_big", ref)] if ref else []
     arms: dict[str, Plan] = {}
     for sseed in range(int(cfg["sft_seeds"])):
-        for pre, sft, n in combos:
+        # the reference rows (C1, C6 at ref_steps) run on the first ref_seeds SFT seeds only
+        extra = refs if sseed < int(s.get("ref_seeds", cfg["sft_seeds"])) else []
+        for pre, sft, n in combos + extra:
             plan = Plan([pretrain_stage(cfg, pre), sft_stage(cfg, sft, sources[sft], tokenizer, n, sseed)])
             arms[f"{arm_name(pre, sft, n, cfg)}/s{sseed}"] = plan
         # C2: P_div's pretraining reasoning tokens moved into S_hq's SFT (pretraining total unchanged: P0)

@@ -25,7 +25,7 @@ def per_family(acc: Any) -> dict[str, list[float]]:
     out = {}
     for arm in _arms(acc):
         rows = [acc.runs[p][f"{arm}/s{s}"]["sft"]["eval"]["per_family"] for p in acc.pseeds
-                for s in range(acc.sft_seeds)]
+                for s in range(acc.sft_seeds) if f"{arm}/s{s}" in acc.runs[p]]
         fams = sorted(rows[0], key=int)
         out[arm] = [statistics.fmean(float(r[f]) for r in rows) for f in fams]
     return out

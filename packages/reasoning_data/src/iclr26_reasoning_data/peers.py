@@ -46,8 +46,15 @@ def _hf_args(cls: Any, out: str, stage: Stage, steps: int, seed: int, **kw: Any)
     return cls(
         output_dir=out, max_steps=steps, per_device_train_batch_size=stage.batch_size, learning_rate=stage.lr,
         max_grad_norm=stage.grad_clip or 0.0, logging_steps=1, save_strategy="no", report_to="none", seed=seed,
-        use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, **kw,
+        use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, bf16=False, fp16=False, **kw,
     )
+
+
+def _reset_accelerate() -> None:
+    """Forget the process-wide accelerate state a Trainer left behind (mixed precision would leak into our loop)."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(True)
 
 
 def trl_sft(model_fn: Any, state: dict, stage: Stage, examples: list, tokenizer: Any, eval_fn: Any,
@@ -94,6 +101,7 @@ def trl_sft(model_fn: Any, state: dict, stage: Stage, examples: list, tokenizer:
         with torch.no_grad():
             out["eval"] = eval_fn(model)
         out.update(steps=steps, first_loss=losses[0] if losses else None, final_loss=losses[-1] if losses else None)
+    _reset_accelerate()
     return out
 
 
@@ -120,11 +128,20 @@ def trainer_pretrain(model_fn: Any, stage: Stage, sources: dict, tokenizer: Any,
     ds = datasets.Dataset.from_dict({"input_ids": ids.tolist(), "labels": labels.tolist()})
     model = model_fn()
     model.train()
+    theirs: list[float] = []
+
+    class Recording(Trainer):  # the logged losses are rounded to 4 digits: record the exact ones
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            if model.training:
+                theirs.append(float((loss[0] if return_outputs else loss).detach()))
+            return loss
+
     with tempfile.TemporaryDirectory() as tmp:
         args = _hf_args(TrainingArguments, tmp, short, steps, seed, train_sampling_strategy="sequential")
-        trainer = Trainer(model=model, args=args, train_dataset=ds, optimizers=_optimizer(model, short, steps))
+        trainer = Recording(model=model, args=args, train_dataset=ds, optimizers=_optimizer(model, short, steps))
         trainer.train()
-    theirs = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    _reset_accelerate()
     diffs = [abs(a - b) for a, b in zip(ours.losses, theirs, strict=True)]
     return {"steps": steps, "losses_ours": ours.losses, "losses_trainer": theirs, "step1_abs_diff": diffs[0],
             "max_abs_diff": max(diffs)}

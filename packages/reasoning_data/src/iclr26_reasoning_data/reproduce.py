@@ -30,11 +30,12 @@ def _plain(cfg: Any) -> dict:
 def _planned_steps(cfg: dict) -> int:
     """An estimate of the optimizer steps of one pretraining seed (the progress bar's total)."""
     s = cfg["sft"]
-    arms_40 = 7
-    refs = 3 if int(s["ref_steps"]) else 0
+    n_sft = int(cfg["sft_seeds"])
+    arms = 7 if s.get("hq2_arm", True) else 6
+    ref_runs = 3 * min(n_sft, int(s.get("ref_seeds", n_sft))) if int(s["ref_steps"]) else 0
     move = int(s["steps"]) + experiment.pretrain_tokens(cfg) // 3 // (int(s["batch_size"]) * 43)
-    per_sft_seed = arms_40 * int(s["steps"]) + refs * int(s["ref_steps"]) + move
-    return 4 * int(cfg["pretrain"]["steps"]) + int(cfg["sft_seeds"]) * per_sft_seed
+    sft = n_sft * (arms * int(s["steps"]) + move) + ref_runs * int(s["ref_steps"])
+    return 4 * int(cfg["pretrain"]["steps"]) + sft
 
 
 def run_jobs(cfg: dict, ctx: Any) -> dict[int, dict]:
@@ -140,7 +141,8 @@ def run(cfg: Any, ctx: Any) -> Results:
         raise UserError("pretrain_seeds and sft_seeds must be >= 1")
     runs = run_jobs(c, ctx)
     acc = Accuracies({p: r["arms"] for p, r in runs.items()}, int(c["sft_seeds"]))
-    found = claims(acc, float(c["margin"]), int(c["sft"]["ref_steps"]))
+    found = claims(acc, float(c["margin"]), int(c["sft"]["ref_steps"]), int(c["sft"]["big_extra_per_family"]),
+                   float(c["sft"]["q_bad"]))
     metrics: dict[str, Any] = {
         "accuracy": acc.table(),
         "base_accuracy": {pre: [acc.base(pre, p) for p in acc.pseeds] for pre in experiment.PRETRAIN_ARMS},
