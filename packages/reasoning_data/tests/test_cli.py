@@ -22,7 +22,10 @@ smoke_run = smoke_run_fixture(main)
 
 
 test_help_does_not_import_torch = fast_help_test(
-    "iclr26_reasoning_data", ["run", "--help"], ["plan", "--help"], mentions=["plan", "run", "generate", "evaluate"]
+    "iclr26_reasoning_data",
+    ["run", "--help"],
+    ["plan", "--help"],
+    mentions=["plan", "run", "generate", "evaluate"],
 )
 
 
@@ -31,8 +34,12 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
 
     ids = {"trl": "V1", "datatrove": "V3", "lm_eval": "V4"}
     peers = sorted(["V2", *(v for mod, v in ids.items() if importlib.util.find_spec(mod))])
-    m, claims = check_smoke_report(smoke_run, "reasoning_data", ["C1", "C2", "C3", "C4", "C5", "C6", *peers],
-                                   files=["arms.png", "families.png", "peers.md"])
+    m, claims = check_smoke_report(
+        smoke_run,
+        "reasoning_data",
+        ["C1", "C2", "C3", "C4", "C5", "C6", *peers],
+        files=["arms.png", "families.png", "peers.md"],
+    )
     acc = {a: v["per_pretrain_seed"][0] for a, v in m["accuracy"].items()}
     by_id = {k: c["holds"] for k, c in claims.items()}
     # each verdict recomputed from the raw accuracies (one pretraining seed, one SFT seed at smoke)
@@ -79,7 +86,9 @@ def test_plan_generate_run_evaluate_on_a_saved_model(tmp_path, user_model):
     res = run_cli(main, ["plan", "--check", str(plan), "--move", "reasoning:1000:pretrain:sft"])
     assert res.code == 0 and "sft:" in res.stdout, res.output
     data = tmp_path / "data.jsonl"
-    res = run_cli(main, ["generate", "--families", "0,3", "--n", "50", "--corrupt", "0.2", "--out", str(data)])
+    res = run_cli(
+        main, ["generate", "--families", "0,3", "--n", "50", "--corrupt", "0.2", "--out", str(data)]
+    )
     assert res.code == 0, res.output
     rows = [json.loads(line) for line in data.read_text().splitlines()]
     assert len(rows) == 50 and sum(r["corrupted"] for r in rows) == 10
@@ -88,8 +97,14 @@ def test_plan_generate_run_evaluate_on_a_saved_model(tmp_path, user_model):
     with torch_threads():
         res = run_cli(main, ["run", "--plan", str(plan), "--model", str(user_model), "--out", str(out)])
     assert res.code == 0, res.output
-    for f in ("tokens.json", "eval.json", "plan.yaml", "stages/pretrain/model.safetensors",
-              "stages/sft/model.safetensors", "tokenizer/tokenizer.json"):
+    for f in (
+        "tokens.json",
+        "eval.json",
+        "plan.yaml",
+        "stages/pretrain/model.safetensors",
+        "stages/sft/model.safetensors",
+        "tokenizer/tokenizer.json",
+    ):
         assert (out / f).is_file(), f
     assert set(json.loads((out / "eval.json").read_text())) == {"pretrain", "sft"}
     ev = tmp_path / "eval.json"
@@ -112,18 +127,25 @@ def test_bad_inputs_are_one_line(tmp_path, user_model):
     assert_one_line_error(run_cli(main, ["plan", "--check", str(plan)]), "tokens must be an int >= 0")
     good = tmp_path / "good.yaml"
     assert run_cli(main, ["plan", "--preset", "smoke", "--out", str(good)]).code == 0
-    assert_one_line_error(run_cli(main, ["plan", "--check", str(good), "--move", "reasoning:-5:pretrain:sft"]),
-                          "must be an int >= 0")
+    assert_one_line_error(
+        run_cli(main, ["plan", "--check", str(good), "--move", "reasoning:-5:pretrain:sft"]),
+        "must be an int >= 0",
+    )
     text = good.read_text().replace("general: pydoc", "web: pydoc")
     good.write_text(text)
     out = tmp_path / "never"
-    assert_one_line_error(run_cli(main, ["run", "--plan", str(good), "--model", str(user_model), "--out", str(out)]),
-                          "unknown source(s) general")
+    assert_one_line_error(
+        run_cli(main, ["run", "--plan", str(good), "--model", str(user_model), "--out", str(out)]),
+        "unknown source(s) general",
+    )
     assert not out.exists()
     data = tmp_path / "d.jsonl"
-    assert_one_line_error(run_cli(main, ["generate", "--corrupt", "1.5", "--out", str(data)]), "corrupt must be")
-    assert_one_line_error(run_cli(main, ["generate", "--families", "0,9", "--out", str(data)]),
-                          "unknown task family 9")
+    assert_one_line_error(
+        run_cli(main, ["generate", "--corrupt", "1.5", "--out", str(data)]), "corrupt must be"
+    )
+    assert_one_line_error(
+        run_cli(main, ["generate", "--families", "0,9", "--out", str(data)]), "unknown task family 9"
+    )
     assert not data.exists()
 
 
@@ -137,6 +159,8 @@ def test_a_model_without_lm_head_is_one_line(tmp_path):
         LlamaModel(odd_model("llama").config).save_pretrained(path)
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"prompt": "Q: max 1 2?\nA: ", "final": "2"}) + "\n")
-    res = run_cli(main, ["evaluate", "--model", str(path), "--data", str(data), "--out", str(tmp_path / "e.json")])
+    res = run_cli(
+        main, ["evaluate", "--model", str(path), "--data", str(data), "--out", str(tmp_path / "e.json")]
+    )
     assert_one_line_error(res, "not a causal language model")
     assert not (tmp_path / "e.json").exists()

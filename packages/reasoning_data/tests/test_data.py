@@ -20,8 +20,11 @@ def sources():
     from iclr26_core.corpus import pydoc_topics
 
     tasks = ReasoningTasks(seed=0)
-    return {"pydoc": list(pydoc_topics().values())[:30], "reason": tasks.sample(3000, seed=1),
-            "sft": tasks.sample(64, seed=2)}
+    return {
+        "pydoc": list(pydoc_topics().values())[:30],
+        "reason": tasks.sample(3000, seed=1),
+        "sft": tasks.sample(64, seed=2),
+    }
 
 
 def test_achieved_fractions_within_one_percent_over_200k_tokens(sources):
@@ -91,8 +94,12 @@ def test_padded_positions_never_contribute(sources):
 
 
 def test_both_packings_in_one_stage_and_loss_weights(sources):
-    mix = Mixture({"pydoc": 1.0, "sft": 1.0}, 6000, packing={"pydoc": "concat", "sft": "example"},
-                  loss_weights={"pydoc": 0.5})
+    mix = Mixture(
+        {"pydoc": 1.0, "sft": 1.0},
+        6000,
+        packing={"pydoc": "concat", "sft": "example"},
+        loss_weights={"pydoc": 0.5},
+    )
     data = build_stage_data(Stage("mid", mix, loss="answer_only", context=64), sources, TOK)
     full = data.attention_mask.all(1)
     assert full.any() and (~full).any()  # packed blocks and padded example rows side by side
@@ -104,16 +111,24 @@ def test_both_packings_in_one_stage_and_loss_weights(sources):
         batch = data.batch(list(range(len(data))))
         ids, mask, labels, w = batch
         logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
-        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100,
-                             reduction="none").view(ids.shape[0], -1)
+        ce = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]),
+            labels[:, 1:].reshape(-1),
+            ignore_index=-100,
+            reduction="none",
+        ).view(ids.shape[0], -1)
         valid = labels[:, 1:] != -100
         expected = float((ce * w[:, 1:])[valid].sum() / valid.sum())
         assert float(masked_lm_loss(model, batch)) == pytest.approx(expected, rel=1e-5)
 
 
 def test_replay_source_draws_the_earlier_mix(sources):
-    plan = Plan([Stage("pre", Mixture({"pydoc": 3.0, "reason": 1.0}, 8000)),
-                 Stage("mid", Mixture({"replay:pre": 0.7, "sft": 0.3}, 10_000))])
+    plan = Plan(
+        [
+            Stage("pre", Mixture({"pydoc": 3.0, "reason": 1.0}, 8000)),
+            Stage("mid", Mixture({"replay:pre": 0.7, "sft": 0.3}, 10_000)),
+        ]
+    )
     data = build_stage_data(plan.stage("mid"), sources, TOK, plan=plan)
     t = data.tokens
     assert t["replay:pre/pydoc"]["requested"] == 5250 and t["replay:pre/reason"]["requested"] == 1750

@@ -9,10 +9,14 @@ from iclr26_reasoning_data.plan import Mixture, Plan, Stage
 
 
 def two_stage(pre=(2.0, 1.0), tokens=1_228_800):
-    return Plan([
-        Stage("pretrain", Mixture({"pydoc": pre[0], "reason": pre[1]}, tokens)),
-        Stage("sft", Mixture({"sft": 1.0}, 55_040, packing="example"), loss="answer_only", lr=1e-3, steps=40),
-    ])
+    return Plan(
+        [
+            Stage("pretrain", Mixture({"pydoc": pre[0], "reason": pre[1]}, tokens)),
+            Stage(
+                "sft", Mixture({"sft": 1.0}, 55_040, packing="example"), loss="answer_only", lr=1e-3, steps=40
+            ),
+        ]
+    )
 
 
 def test_source_tokens_sum_exactly_and_follow_weights():
@@ -39,7 +43,9 @@ def test_move_tokens_conserves_source_stage_and_grows_destination(moved):
 
 
 def test_pro_rata_refill_with_three_sources():
-    plan = Plan([Stage("a", Mixture({"x": 1.0, "y": 3.0, "z": 4.0}, 8000)), Stage("b", Mixture({"w": 1.0}, 10))])
+    plan = Plan(
+        [Stage("a", Mixture({"x": 1.0, "y": 3.0, "z": 4.0}, 8000)), Stage("b", Mixture({"w": 1.0}, 10))]
+    )
     t = plan.move_tokens("z", 2000, "a", "b").stage("a").mixture.source_tokens()
     assert t == {"x": 1500, "y": 4500, "z": 2000}  # x:y stays 1:3 and fills the 2000 given away
 

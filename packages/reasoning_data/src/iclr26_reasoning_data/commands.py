@@ -31,14 +31,18 @@ def load_model_and_tokenizer(name: str):
     try:
         model = load_causal_lm(name)
     except ValueError as exc:  # transformers: no causal-LM class for this config
-        raise UserError(f"{name!r} is not a causal language model ({str(exc).splitlines()[0][:160]})") from None
+        raise UserError(
+            f"{name!r} is not a causal language model ({str(exc).splitlines()[0][:160]})"
+        ) from None
     check_causal_lm(model)
     tok = char_tokenizer() if name.startswith("tiny-") else load_tokenizer(name)
     if tok.pad_token is None and tok.eos_token is not None:
         tok.pad_token = tok.eos_token
     if len(tok) > model.get_input_embeddings().num_embeddings:
-        raise UserError(f"the tokenizer has {len(tok)} ids, the model's embedding only "
-                        f"{model.get_input_embeddings().num_embeddings}")
+        raise UserError(
+            f"the tokenizer has {len(tok)} ids, the model's embedding only "
+            f"{model.get_input_embeddings().num_embeddings}"
+        )
     return model, tok
 
 
@@ -53,8 +57,13 @@ def example_plan(preset: str = "cpu"):
     return Plan(
         [
             Stage("pretrain", Mixture({"general": 2.0, "reasoning": 1.0}, pre_tokens), weight_decay=0.1),
-            Stage("sft", Mixture({"sft": 1.0}, sft_tokens, packing="example"), loss="answer_only", lr=1e-3,
-                  weight_decay=0.0),
+            Stage(
+                "sft",
+                Mixture({"sft": 1.0}, sft_tokens, packing="example"),
+                loss="answer_only",
+                lr=1e-3,
+                weight_decay=0.0,
+            ),
         ],
         sources={
             "general": "pydoc",
@@ -84,8 +93,10 @@ def plan(args: Any) -> int:
     for s in p.stages:
         req = ", ".join(f"{k} {v}" for k, v in s.mixture.source_tokens().items())
         steps = s.steps if s.steps is not None else "from rows"
-        print(f"{s.name}: {s.mixture.tokens} tokens ({req}); packing {s.mixture.packing}; loss {s.loss}; "
-              f"lr {s.lr}; steps {steps}")
+        print(
+            f"{s.name}: {s.mixture.tokens} tokens ({req}); packing {s.mixture.packing}; loss {s.loss}; "
+            f"lr {s.lr}; steps {steps}"
+        )
     if args.out:
         out = Path(args.out)
         if out.exists() and not args.force:
@@ -104,8 +115,9 @@ def _eval_examples(spec: dict[str, Any], seed: int) -> list[Any] | None:
         return None
     if "synthetic" in spec:
         s = dict(spec["synthetic"] or {})
-        tasks = ReasoningTasks(s.get("families", "0-7"), seed=int(s.get("seed", seed)),
-                               holdout=int(s.get("per_family", 40)))
+        tasks = ReasoningTasks(
+            s.get("families", "0-7"), seed=int(s.get("seed", seed)), holdout=int(s.get("per_family", 40))
+        )
         return tasks.eval_set(int(s.get("per_family", 40)))
     if "data" in spec:
         return read_jsonl(spec["data"])
@@ -124,7 +136,9 @@ def run(args: Any) -> int:
     needed = {s for st in p.stages for s in st.mixture.sources if not s.startswith("replay:")}
     missing = sorted(needed - set(p.sources))
     if missing:
-        raise UserError(f"plan {args.plan!r}: unknown source(s) {', '.join(missing)}: add them under 'sources:'")
+        raise UserError(
+            f"plan {args.plan!r}: unknown source(s) {', '.join(missing)}: add them under 'sources:'"
+        )
     sources = {name: load_source(spec) for name, spec in p.sources.items() if name in needed}
     model, tok = load_model_and_tokenizer(args.model)
     examples = _eval_examples(p.eval, args.seed)
@@ -133,8 +147,18 @@ def run(args: Any) -> int:
         return exact_match(m, tok, examples, args.max_new_tokens) if examples else None
 
     with staged_dir(args.out) as tmp:
-        result = run_plan(model, p, sources, tok, seed=args.seed, eval_fn=eval_fn, checkpoint_dir=tmp / "stages",
-                          device=args.device, progress=True, keep_states=False)
+        result = run_plan(
+            model,
+            p,
+            sources,
+            tok,
+            seed=args.seed,
+            eval_fn=eval_fn,
+            checkpoint_dir=tmp / "stages",
+            device=args.device,
+            progress=True,
+            keep_states=False,
+        )
         tok.save_pretrained(tmp / "tokenizer")
         p.to_yaml(tmp / "plan.yaml")
         (tmp / "tokens.json").write_text((tmp / "stages" / "tokens.json").read_text())
@@ -188,6 +212,8 @@ def evaluate(args: Any) -> int:
     res = exact_match(model, tok, rows, args.max_new_tokens)
     write_json(out, res)
     fams = ", ".join(f"{k}: {v:.3f}" for k, v in res["per_family"].items())
-    print(f"exact match {res['mean']:.3f} (mean over families; overall {res['overall']:.3f}, n={res['n']}) [{fams}]")
+    print(
+        f"exact match {res['mean']:.3f} (mean over families; overall {res['overall']:.3f}, n={res['n']}) [{fams}]"
+    )
     print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -47,8 +47,9 @@ def _stop_ids(tokenizer: Any) -> list[int]:
     return ids
 
 
-def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int = 24,
-             batch_size: int = 256) -> list[str]:
+def generate(
+    model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int = 24, batch_size: int = 256
+) -> list[str]:
     """Greedy continuations of ``prompts`` (left-padded batches; a row stops at EOS or a newline)."""
     import torch
 

@@ -26,8 +26,9 @@ PRETRAIN_ARMS = ("P0", "P_div", "P_hq", "P_hq-bad")
 
 
 def make_tasks(cfg: dict) -> ReasoningTasks:
-    return ReasoningTasks(cfg.get("families", range(N_FAMILIES)), seed=int(cfg["seed"]),
-                          holdout=int(cfg["eval"]["per_family"]))
+    return ReasoningTasks(
+        cfg.get("families", range(N_FAMILIES)), seed=int(cfg["seed"]), holdout=int(cfg["eval"]["per_family"])
+    )
 
 
 def sft_sets(cfg: dict, tasks: ReasoningTasks) -> dict[str, list]:
@@ -82,9 +83,14 @@ def pretrain_stage(cfg: dict, arm: str) -> Stage:
     if reasoning:
         sources[reasoning] = float(p["reasoning_weight"])
     return Stage(
-        "pretrain", Mixture(sources, pretrain_tokens(cfg)), loss="all", lr=float(p["lr"]),
-        batch_size=int(p["batch_size"]), context=int(cfg["model"]["context"]),
-        weight_decay=float(p["weight_decay"]), warmup_steps=int(p["warmup_steps"]),
+        "pretrain",
+        Mixture(sources, pretrain_tokens(cfg)),
+        loss="all",
+        lr=float(p["lr"]),
+        batch_size=int(p["batch_size"]),
+        context=int(cfg["model"]["context"]),
+        weight_decay=float(p["weight_decay"]),
+        warmup_steps=int(p["warmup_steps"]),
     )
 
 
@@ -94,9 +100,15 @@ def sft_stage(cfg: dict, name: str, examples: list, tokenizer: Any, steps: int, 
     bs = int(s["batch_size"])
     epochs = math.ceil(steps * bs / len(examples))
     return Stage(
-        "sft", Mixture({name: 1.0}, epochs * _tokens_of(examples, tokenizer), packing="example"),
-        loss="answer_only", lr=float(s["lr"]), batch_size=bs, context=int(cfg["model"]["context"]),
-        steps=steps, weight_decay=float(s["weight_decay"]), seed=seed,
+        "sft",
+        Mixture({name: 1.0}, epochs * _tokens_of(examples, tokenizer), packing="example"),
+        loss="answer_only",
+        lr=float(s["lr"]),
+        batch_size=bs,
+        context=int(cfg["model"]["context"]),
+        steps=steps,
+        weight_decay=float(s["weight_decay"]),
+        seed=seed,
     )
 
 
@@ -110,8 +122,12 @@ def make_arms(cfg: dict, sources: dict, tokenizer: Any) -> dict[str, Plan]:
     s = cfg["sft"]
     steps, ref = int(s["steps"]), int(s["ref_steps"])
     combos = [
-        ("P0", "S_hq", steps), ("P_div", "S_hq", steps), ("P_hq", "S_hq", steps), ("P_hq-bad", "S_hq", steps),
-        ("P_div", "S_bad", steps), ("P_div", "S_big", steps),
+        ("P0", "S_hq", steps),
+        ("P_div", "S_hq", steps),
+        ("P_hq", "S_hq", steps),
+        ("P_hq-bad", "S_hq", steps),
+        ("P_div", "S_bad", steps),
+        ("P_div", "S_big", steps),
     ]
     if s.get("hq2_arm", True):
         combos.append(("P0", "S_hq2", steps))
@@ -124,7 +140,9 @@ def make_arms(cfg: dict, sources: dict, tokenizer: Any) -> dict[str, Plan]:
             plan = Plan([pretrain_stage(cfg, pre), sft_stage(cfg, sft, sources[sft], tokenizer, n, sseed)])
             arms[f"{arm_name(pre, sft, n, cfg)}/s{sseed}"] = plan
         # C2: P_div's pretraining reasoning tokens moved into S_hq's SFT (pretraining total unchanged: P0)
-        div = Plan([pretrain_stage(cfg, "P_div"), sft_stage(cfg, "S_hq", sources["S_hq"], tokenizer, steps, sseed)])
+        div = Plan(
+            [pretrain_stage(cfg, "P_div"), sft_stage(cfg, "S_hq", sources["S_hq"], tokenizer, steps, sseed)]
+        )
         moved = div.stage("pretrain").mixture.source_tokens()["reason_div"]
         move = div.move_tokens("reason_div", moved, "pretrain", "sft").replace_stage("sft", steps=None)
         arms[f"P0->S_move/s{sseed}"] = move
@@ -146,9 +164,15 @@ def model_for(cfg: dict, tokenizer: Any, seed: int):
         torch.manual_seed(seed)
         return transformers.AutoModelForCausalLM.from_config(config).eval()
     return tiny_model(
-        "llama", "tiny", seed=seed, vocab_size=len(tokenizer), hidden_size=int(m["hidden_size"]),
-        intermediate_size=int(m["intermediate_size"]), num_hidden_layers=int(m["num_layers"]),
-        num_attention_heads=int(m["num_heads"]), num_key_value_heads=int(m["num_heads"]),
+        "llama",
+        "tiny",
+        seed=seed,
+        vocab_size=len(tokenizer),
+        hidden_size=int(m["hidden_size"]),
+        intermediate_size=int(m["intermediate_size"]),
+        num_hidden_layers=int(m["num_layers"]),
+        num_attention_heads=int(m["num_heads"]),
+        num_key_value_heads=int(m["num_heads"]),
         max_position_embeddings=2 * int(m["context"]),
     )
 
@@ -190,10 +214,23 @@ def job(cfg: dict, pseed: int, position: int | None = None, progress_queue: Any 
                 progress_queue.put(10)
 
         grid = run_grid(
-            arms, lambda s: model_for(cfg, tok, s), sources, tok, seeds=[pseed], eval_fn=eval_fn,
-            progress=progress_queue is None and position is not None, position=position, on_step=on_step,
+            arms,
+            lambda s: model_for(cfg, tok, s),
+            sources,
+            tok,
+            seeds=[pseed],
+            eval_fn=eval_fn,
+            progress=progress_queue is None and position is not None,
+            position=position,
+            on_step=on_step,
             on_stage=on_stage,
         )
     out = {a: r.to_dict() for (a, _s), r in grid.runs.items()}
-    return {"pseed": pseed, "arms": out, "trained": grid.trained, "reused": grid.reused, "folded": len(folded),
-            "states": states}
+    return {
+        "pseed": pseed,
+        "arms": out,
+        "trained": grid.trained,
+        "reused": grid.reused,
+        "folded": len(folded),
+        "states": states,
+    }

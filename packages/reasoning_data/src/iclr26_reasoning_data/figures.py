@@ -11,8 +11,19 @@ from iclr26_core.report import pyplot, save_figure
 
 from .tasks import FAMILY_NAMES
 
-ORDER = ["P0->S_hq", "P_div->S_hq", "P_hq->S_hq", "P_hq-bad->S_hq", "P_div->S_bad", "P_div->S_big",
-         "P0->S_hq2", "P0->S_move", "P0->S_hq@160", "P_div->S_hq@160", "P_div->S_big@160"]
+ORDER = [
+    "P0->S_hq",
+    "P_div->S_hq",
+    "P_hq->S_hq",
+    "P_hq-bad->S_hq",
+    "P_div->S_bad",
+    "P_div->S_big",
+    "P0->S_hq2",
+    "P0->S_move",
+    "P0->S_hq@160",
+    "P_div->S_hq@160",
+    "P_div->S_big@160",
+]
 
 
 def _arms(acc: Any) -> list[str]:
@@ -24,8 +35,12 @@ def per_family(acc: Any) -> dict[str, list[float]]:
     """{arm: [accuracy of family f, mean over every run]} after SFT."""
     out = {}
     for arm in _arms(acc):
-        rows = [acc.runs[p][f"{arm}/s{s}"]["sft"]["eval"]["per_family"] for p in acc.pseeds
-                for s in range(acc.sft_seeds) if f"{arm}/s{s}" in acc.runs[p]]
+        rows = [
+            acc.runs[p][f"{arm}/s{s}"]["sft"]["eval"]["per_family"]
+            for p in acc.pseeds
+            for s in range(acc.sft_seeds)
+            if f"{arm}/s{s}" in acc.runs[p]
+        ]
         fams = sorted(rows[0], key=int)
         out[arm] = [statistics.fmean(float(r[f]) for r in rows) for f in fams]
     return out
@@ -41,8 +56,14 @@ def arms_png(path: Path, acc: Any) -> str:
         ax.scatter([i] * len(pts), pts, color="k", s=10, zorder=3, label="one run" if i == 0 else None)
         pre = arm.split("->")[0]
         base = [acc.base(pre, p) for p in acc.pseeds]
-        ax.scatter([i - 0.3] * len(base), base, marker="_", s=160, color="tab:red",
-                   label="base (after pretraining)" if i == 0 else None)
+        ax.scatter(
+            [i - 0.3] * len(base),
+            base,
+            marker="_",
+            s=160,
+            color="tab:red",
+            label="base (after pretraining)" if i == 0 else None,
+        )
     ax.set_xticks(range(len(arms)), arms, rotation=35, ha="right", fontsize=8)
     ax.set_ylabel("exact match (mean over families)")
     ax.set_title("accuracy per arm (bar: mean over seeds; dots: pretraining x SFT seeds)")
@@ -58,7 +79,9 @@ def families_png(path: Path, acc: Any) -> str:
     im = ax.imshow([pf[a] for a in arms], vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set_yticks(range(len(arms)), arms, fontsize=8)
     n = len(next(iter(pf.values())))
-    ax.set_xticks(range(n), [f"F{f}\n{FAMILY_NAMES[f].split()[1] if f < 8 else ''}" for f in range(n)], fontsize=7)
+    ax.set_xticks(
+        range(n), [f"F{f}\n{FAMILY_NAMES[f].split()[1] if f < 8 else ''}" for f in range(n)], fontsize=7
+    )
     for i, a in enumerate(arms):
         for j, v in enumerate(pf[a]):
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w" if v < 0.6 else "k")
@@ -74,32 +97,46 @@ def peers_md(peers: dict[str, Any], ours_acc: float) -> str:
         lines += ["- trl: not installed", ""]
     else:
         lines += [
-            f"## trl SFTTrainer (completion-only loss), {t['steps']} steps from P_div's pretrained weights", "",
+            f"## trl SFTTrainer (completion-only loss), {t['steps']} steps from P_div's pretrained weights",
+            "",
             f"- loss on one batch: trl {t['step1_loss_trl']:.7f}, ours {t['step1_loss_ours']:.7f} "
             f"(|diff| {t['step1_abs_diff']:.2e})",
             f"- accuracy after SFT: trl {t['eval']['mean']:.3f}, ours {ours_acc:.3f}",
-            f"- trl training loss first/last: {t['first_loss']:.4f} / {t['final_loss']:.4f}", "",
+            f"- trl training loss first/last: {t['first_loss']:.4f} / {t['final_loss']:.4f}",
+            "",
         ]
     h = peers.get("trainer", {})
     if h and "missing" not in h:
         lines += [
-            f"## transformers Trainer on the packed P_div pretraining stage ({h['steps']} steps, same order)", "",
-            "| step | ours | Trainer | abs diff |", "| --- | --- | --- | --- |",
-            *[f"| {i + 1} | {a:.6f} | {b:.6f} | {abs(a - b):.1e} |"
-              for i, (a, b) in enumerate(zip(h["losses_ours"], h["losses_trainer"], strict=True))],
+            f"## transformers Trainer on the packed P_div pretraining stage ({h['steps']} steps, same order)",
+            "",
+            "| step | ours | Trainer | abs diff |",
+            "| --- | --- | --- | --- |",
+            *[
+                f"| {i + 1} | {a:.6f} | {b:.6f} | {abs(a - b):.1e} |"
+                for i, (a, b) in enumerate(zip(h["losses_ours"], h["losses_trainer"], strict=True))
+            ],
             "",
         ]
     d = peers.get("datatrove", {})
     if d:
-        lines += ["## Achieved token fractions on the P_div mixture spec", "",
-                  "| source | requested | ours | datatrove |", "| --- | --- | --- | --- |"]
+        lines += [
+            "## Achieved token fractions on the P_div mixture spec",
+            "",
+            "| source | requested | ours | datatrove |",
+            "| --- | --- | --- | --- |",
+        ]
         for k, w in d["requested"].items():
             theirs = f"{d['datatrove'][k]:.4f}" if "datatrove" in d else "not installed"
             lines.append(f"| {k} | {w:.4f} | {d['ours'][k]:.4f} | {theirs} |")
         lines.append("")
     e = peers.get("lm_eval", {})
     if e and "missing" not in e:
-        lines += ["## lm-eval HFLM generate_until vs our generation (P_div->S_hq, seed 0)", "",
-                  f"- {e['n']} problems: accuracy lm-eval {e['acc_lm_eval']:.3f}, ours {e['acc_ours']:.3f}; "
-                  f"same extracted answer on {100 * e['agreement']:.1f} %", ""]
+        lines += [
+            "## lm-eval HFLM generate_until vs our generation (P_div->S_hq, seed 0)",
+            "",
+            f"- {e['n']} problems: accuracy lm-eval {e['acc_lm_eval']:.3f}, ours {e['acc_ours']:.3f}; "
+            f"same extracted answer on {100 * e['agreement']:.1f} %",
+            "",
+        ]
     return "\n".join(lines)

@@ -36,17 +36,34 @@ def _optimizer(model: Any, stage: Stage, steps: int):
 
     from iclr26_core.train import TrainConfig, lr_lambda
 
-    cfg = TrainConfig(steps=steps, lr=stage.lr, weight_decay=stage.weight_decay, warmup_steps=stage.warmup_steps,
-                      min_lr_ratio=stage.min_lr_ratio)
+    cfg = TrainConfig(
+        steps=steps,
+        lr=stage.lr,
+        weight_decay=stage.weight_decay,
+        warmup_steps=stage.warmup_steps,
+        min_lr_ratio=stage.min_lr_ratio,
+    )
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_lambda(s, cfg))
 
 
 def _hf_args(cls: Any, out: str, stage: Stage, steps: int, seed: int, **kw: Any):
     return cls(
-        output_dir=out, max_steps=steps, per_device_train_batch_size=stage.batch_size, learning_rate=stage.lr,
-        max_grad_norm=stage.grad_clip or 0.0, logging_steps=1, save_strategy="no", report_to="none", seed=seed,
-        use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, bf16=False, fp16=False, **kw,
+        output_dir=out,
+        max_steps=steps,
+        per_device_train_batch_size=stage.batch_size,
+        learning_rate=stage.lr,
+        max_grad_norm=stage.grad_clip or 0.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=seed,
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        bf16=False,
+        fp16=False,
+        **kw,
     )
 
 
@@ -57,8 +74,16 @@ def _reset_accelerate() -> None:
     AcceleratorState._reset_state(True)
 
 
-def trl_sft(model_fn: Any, state: dict, stage: Stage, examples: list, tokenizer: Any, eval_fn: Any,
-            seed: int = 0, steps: int | None = None) -> dict[str, Any]:
+def trl_sft(
+    model_fn: Any,
+    state: dict,
+    stage: Stage,
+    examples: list,
+    tokenizer: Any,
+    eval_fn: Any,
+    seed: int = 0,
+    steps: int | None = None,
+) -> dict[str, Any]:
     """trl's SFTTrainer on ``examples`` from pretrained ``state``; see the module docstring."""
     if not installed("trl"):
         return {"missing": "trl"}
@@ -68,7 +93,9 @@ def trl_sft(model_fn: Any, state: dict, stage: Stage, examples: list, tokenizer:
 
     steps = stage.steps if steps is None else steps
     bs = stage.batch_size
-    ds = datasets.Dataset.from_dict({"prompt": [e.prompt for e in examples], "completion": [e.answer for e in examples]})
+    ds = datasets.Dataset.from_dict(
+        {"prompt": [e.prompt for e in examples], "completion": [e.answer for e in examples]}
+    )
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         # 1. one batch: trl's loss (its own tokenisation, EOS, padding and completion mask) vs ours
@@ -83,8 +110,9 @@ def trl_sft(model_fn: Any, state: dict, stage: Stage, examples: list, tokenizer:
             trl_loss = float(trainer.compute_loss(model, batch))
         first = [examples[i] for i in range(len(one))]
         mix = Mixture({"batch": 1.0}, _n_tokens([e.text for e in first], tokenizer), packing="example")
-        data = build_stage_data(Stage("sft", mix, loss="answer_only", context=stage.context), {"batch": first},
-                                tokenizer)
+        data = build_stage_data(
+            Stage("sft", mix, loss="answer_only", context=stage.context), {"batch": first}, tokenizer
+        )
         rows = list(range(len(first)))
         with torch.no_grad():
             ours = float(masked_lm_loss(model, data.batch(rows)))
@@ -92,20 +120,31 @@ def trl_sft(model_fn: Any, state: dict, stage: Stage, examples: list, tokenizer:
         # 2. the whole SFT stage with trl, same weights, steps, optimizer and schedule; then our evaluation
         model = model_fn()
         model.load_state_dict(state)
-        args = _hf_args(SFTConfig, tmp, stage, steps, seed, completion_only_loss=True, max_length=stage.context)
-        trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer,
-                             optimizers=_optimizer(model, stage, steps))
+        args = _hf_args(
+            SFTConfig, tmp, stage, steps, seed, completion_only_loss=True, max_length=stage.context
+        )
+        trainer = SFTTrainer(
+            model=model,
+            args=args,
+            train_dataset=ds,
+            processing_class=tokenizer,
+            optimizers=_optimizer(model, stage, steps),
+        )
         trainer.train()
         losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
         model.eval()
         with torch.no_grad():
             out["eval"] = eval_fn(model)
-        out.update(steps=steps, first_loss=losses[0] if losses else None, final_loss=losses[-1] if losses else None)
+        out.update(
+            steps=steps, first_loss=losses[0] if losses else None, final_loss=losses[-1] if losses else None
+        )
     _reset_accelerate()
     return out
 
 
-def trainer_pretrain(model_fn: Any, stage: Stage, sources: dict, tokenizer: Any, seed: int, steps: int) -> dict:
+def trainer_pretrain(
+    model_fn: Any, stage: Stage, sources: dict, tokenizer: Any, seed: int, steps: int
+) -> dict:
     """transformers' Trainer and our loop on the first ``steps`` batches of a packed stage, in the same order."""
     if not installed("transformers"):  # pragma: no cover - a dependency of the package
         return {"missing": "transformers"}
@@ -117,9 +156,24 @@ def trainer_pretrain(model_fn: Any, stage: Stage, sources: dict, tokenizer: Any,
     from .plan import Plan
     from .runner import run_stage, stage_seed
 
-    short = Stage(stage.name, stage.mixture, stage.loss, stage.lr, stage.batch_size, stage.context, None, steps,
-                  stage.weight_decay, stage.warmup_steps, stage.min_lr_ratio, stage.grad_clip, stage.seed)
-    ours = run_stage(model_fn(), Plan([short]), 0, sources, tokenizer, seed=seed, progress=False, keep_state=False)
+    short = Stage(
+        stage.name,
+        stage.mixture,
+        stage.loss,
+        stage.lr,
+        stage.batch_size,
+        stage.context,
+        None,
+        steps,
+        stage.weight_decay,
+        stage.warmup_steps,
+        stage.min_lr_ratio,
+        stage.grad_clip,
+        stage.seed,
+    )
+    ours = run_stage(
+        model_fn(), Plan([short]), 0, sources, tokenizer, seed=seed, progress=False, keep_state=False
+    )
     data = build_stage_data(short, sources, tokenizer, seed)
     s_seed = stage_seed(seed, short)
     order = [i for step in range(steps) for i in batch_indices(len(data), short.batch_size, step, s_seed)]
@@ -139,12 +193,19 @@ def trainer_pretrain(model_fn: Any, stage: Stage, sources: dict, tokenizer: Any,
 
     with tempfile.TemporaryDirectory() as tmp:
         args = _hf_args(TrainingArguments, tmp, short, steps, seed, train_sampling_strategy="sequential")
-        trainer = Recording(model=model, args=args, train_dataset=ds, optimizers=_optimizer(model, short, steps))
+        trainer = Recording(
+            model=model, args=args, train_dataset=ds, optimizers=_optimizer(model, short, steps)
+        )
         trainer.train()
     _reset_accelerate()
     diffs = [abs(a - b) for a, b in zip(ours.losses, theirs, strict=True)]
-    return {"steps": steps, "losses_ours": ours.losses, "losses_trainer": theirs, "step1_abs_diff": diffs[0],
-            "max_abs_diff": max(diffs)}
+    return {
+        "steps": steps,
+        "losses_ours": ours.losses,
+        "losses_trainer": theirs,
+        "step1_abs_diff": diffs[0],
+        "max_abs_diff": max(diffs),
+    }
 
 
 def datatrove_fractions(mixture: Mixture, sources: dict, tokenizer: Any, seed: int = 0) -> dict[str, Any]:
@@ -158,8 +219,11 @@ def datatrove_fractions(mixture: Mixture, sources: dict, tokenizer: Any, seed: i
     total = sum(v["achieved"] for v in data.tokens.values())
     ours = {k: v["achieved"] / total for k, v in data.tokens.items()}
     want = mixture.fractions()
-    out: dict[str, Any] = {"requested": want, "ours": ours,
-                           "ours_max_dev": max(abs(ours[k] - want[k]) for k in want)}
+    out: dict[str, Any] = {
+        "requested": want,
+        "ours": ours,
+        "ours_max_dev": max(abs(ours[k] - want[k]) for k in want),
+    }
     if not installed("datatrove"):
         out["missing"] = "datatrove"
         return out
@@ -174,7 +238,10 @@ def datatrove_fractions(mixture: Mixture, sources: dict, tokenizer: Any, seed: i
         tokenizer.backend_tokenizer.save(path)
         counts = {}
         for i, (name, req) in enumerate(mixture.source_tokens().items()):
-            docs = [Document(text=p + a, id=f"{name}-{j}") for j, (p, a) in enumerate(normalise_source(name, sources[name]))]
+            docs = [
+                Document(text=p + a, id=f"{name}-{j}")
+                for j, (p, a) in enumerate(normalise_source(name, sources[name]))
+            ]
             available = _n_tokens([d.text for d in docs], tokenizer)
             rate = min(1.0, req / available)
             counter = TokensCounter(tokenizer_name_or_path=path, count_eos_token=True)
@@ -182,8 +249,11 @@ def datatrove_fractions(mixture: Mixture, sources: dict, tokenizer: Any, seed: i
             counts[name] = sum(d.metadata["token_count"] for d in kept)
     tot = sum(counts.values())
     theirs = {k: v / tot for k, v in counts.items()}
-    out.update(datatrove=theirs, datatrove_tokens=counts,
-               datatrove_max_dev=max(abs(theirs[k] - want[k]) for k in want))
+    out.update(
+        datatrove=theirs,
+        datatrove_tokens=counts,
+        datatrove_max_dev=max(abs(theirs[k] - want[k]) for k in want),
+    )
     return out
 
 

@@ -52,7 +52,9 @@ def run_jobs(cfg: dict, ctx: Any) -> dict[int, dict]:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        ctx.log(f"{len(pseeds)} pretraining seeds in {workers} worker processes ({cfg['threads']} thread(s) each)")
+        ctx.log(
+            f"{len(pseeds)} pretraining seeds in {workers} worker processes ({cfg['threads']} thread(s) each)"
+        )
         mp = multiprocessing.get_context("spawn")
         with mp.Manager() as manager:
             q = manager.Queue()
@@ -63,7 +65,9 @@ def run_jobs(cfg: dict, ctx: Any) -> dict[int, dict]:
                 futures = {p: pool.submit(experiment.job, cfg, p, None, q) for p in pseeds}
                 for p, fut in futures.items():
                     out[p] = fut.result()
-                    ctx.log(f"pretraining seed {p}: {out[p]['trained']} stages trained, {out[p]['reused']} reused")
+                    ctx.log(
+                        f"pretraining seed {p}: {out[p]['trained']} stages trained, {out[p]['reused']} reused"
+                    )
             stop.set()
             reader.join()
     bar.total = bar.n
@@ -119,8 +123,9 @@ def run_peers(cfg: dict, ctx: Any, state: dict, sft_state: dict | None) -> dict[
     pre = experiment.pretrain_stage(cfg, "P_div")
     out["trainer"] = P.trainer_pretrain(model_fn, pre, sources, tok, p0, int(pc["trainer_steps"]))
     bar.update()
-    out["datatrove"] = P.datatrove_fractions(pre.mixture.__class__(pre.mixture.sources, int(pc["datatrove_tokens"])),
-                                             sources, tok, p0)
+    out["datatrove"] = P.datatrove_fractions(
+        pre.mixture.__class__(pre.mixture.sources, int(pc["datatrove_tokens"])), sources, tok, p0
+    )
     bar.update()
     if sft_state is not None:
         model = model_fn()
@@ -141,15 +146,23 @@ def run(cfg: Any, ctx: Any) -> Results:
         raise UserError("pretrain_seeds and sft_seeds must be >= 1")
     runs = run_jobs(c, ctx)
     acc = Accuracies({p: r["arms"] for p, r in runs.items()}, int(c["sft_seeds"]))
-    found = claims(acc, float(c["margin"]), int(c["sft"]["ref_steps"]), int(c["sft"]["big_extra_per_family"]),
-                   float(c["sft"]["q_bad"]))
+    found = claims(
+        acc,
+        float(c["margin"]),
+        int(c["sft"]["ref_steps"]),
+        int(c["sft"]["big_extra_per_family"]),
+        float(c["sft"]["q_bad"]),
+    )
     metrics: dict[str, Any] = {
         "accuracy": acc.table(),
         "base_accuracy": {pre: [acc.base(pre, p) for p in acc.pseeds] for pre in experiment.PRETRAIN_ARMS},
         "per_family": figures.per_family(acc),
         "runs": {str(p): r["arms"] for p, r in runs.items()},
-        "tokens": {a: {s: v["tokens"] for s, v in st.items()} for a, st in runs[acc.pseeds[0]]["arms"].items()
-                   if a.endswith("/s0")},
+        "tokens": {
+            a: {s: v["tokens"] for s, v in st.items()}
+            for a, st in runs[acc.pseeds[0]]["arms"].items()
+            if a.endswith("/s0")
+        },
         "stages_trained": sum(r["trained"] for r in runs.values()),
         "stages_reused": sum(r["reused"] for r in runs.values()),
     }
@@ -160,5 +173,8 @@ def run(cfg: Any, ctx: Any) -> Results:
         found += peer_claims(peers, ours)
         metrics["peers"] = peers
         atomic_write_text(ctx.run_dir / "peers.md", figures.peers_md(peers, ours))
-    figs = [figures.arms_png(ctx.run_dir / "arms.png", acc), figures.families_png(ctx.run_dir / "families.png", acc)]
+    figs = [
+        figures.arms_png(ctx.run_dir / "arms.png", acc),
+        figures.families_png(ctx.run_dir / "families.png", acc),
+    ]
     return Results(found, metrics=metrics, figures=figs)

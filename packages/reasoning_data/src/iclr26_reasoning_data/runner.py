@@ -80,9 +80,12 @@ def _is_causal_lm(model: Any) -> bool:
         from transformers import GenerationMixin, PreTrainedModel
     except ImportError:  # pragma: no cover
         return False
-    return isinstance(model, PreTrainedModel) and isinstance(model, GenerationMixin) and hasattr(
-        model, "get_output_embeddings"
-    ) and model.get_output_embeddings() is not None
+    return (
+        isinstance(model, PreTrainedModel)
+        and isinstance(model, GenerationMixin)
+        and hasattr(model, "get_output_embeddings")
+        and model.get_output_embeddings() is not None
+    )
 
 
 def check_causal_lm(model: Any) -> None:
@@ -99,10 +102,21 @@ def stage_seed(seed: int, stage: Stage) -> int:
 
 
 def run_stage(
-    model: Any, plan: Plan, index: int, sources: Mapping[str, Any], tokenizer: Any, *, seed: int = 0,
-    eval_fn: Callable[[Any, str], Any] | None = None, device: str = "cpu", progress: bool = True,
-    position: int | None = None, desc: str | None = None, encoded: dict | None = None,
-    on_step: Callable[[int, float], None] | None = None, keep_state: bool = True,
+    model: Any,
+    plan: Plan,
+    index: int,
+    sources: Mapping[str, Any],
+    tokenizer: Any,
+    *,
+    seed: int = 0,
+    eval_fn: Callable[[Any, str], Any] | None = None,
+    device: str = "cpu",
+    progress: bool = True,
+    position: int | None = None,
+    desc: str | None = None,
+    encoded: dict | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+    keep_state: bool = True,
 ) -> StageResult:
     """Train ``model`` in place on stage ``index`` of ``plan``; returns its `StageResult`."""
     import torch
@@ -119,9 +133,18 @@ def run_stage(
         raise UserError(f"stage {stage.name!r} has no rows (token budget {stage.mixture.tokens})")
     s_seed = stage_seed(seed, stage)
     cfg = TrainConfig(
-        steps=steps, batch_size=stage.batch_size, lr=stage.lr, weight_decay=stage.weight_decay,
-        warmup_steps=stage.warmup_steps, min_lr_ratio=stage.min_lr_ratio, grad_clip=stage.grad_clip,
-        seed=s_seed, device=device, progress=progress, desc=desc or stage.name, position=position,
+        steps=steps,
+        batch_size=stage.batch_size,
+        lr=stage.lr,
+        weight_decay=stage.weight_decay,
+        warmup_steps=stage.warmup_steps,
+        min_lr_ratio=stage.min_lr_ratio,
+        grad_clip=stage.grad_clip,
+        seed=s_seed,
+        device=device,
+        progress=progress,
+        desc=desc or stage.name,
+        position=position,
     )
     n = len(data)
 
@@ -137,7 +160,9 @@ def run_stage(
     if eval_fn is not None:
         with torch.no_grad():
             ev = eval_fn(model, stage.name)
-    state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()} if keep_state else None
+    state = (
+        {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()} if keep_state else None
+    )
     return StageResult(stage.name, steps, n, losses, data.tokens, ev, None, time.perf_counter() - t0, state)
 
 
@@ -145,7 +170,12 @@ def _save_stage(directory: Path, model: Any, stage: Stage, result: StageResult) 
     from iclr26_core.checkpoints import save
 
     path = directory / stage.name
-    save(path, model, config=stage.to_dict(), metrics={k: v for k, v in result.summary().items() if k != "checkpoint"})
+    save(
+        path,
+        model,
+        config=stage.to_dict(),
+        metrics={k: v for k, v in result.summary().items() if k != "checkpoint"},
+    )
     return str(path)
 
 
@@ -182,8 +212,19 @@ def run_plan(
     encoded: dict = {}
     results: list[StageResult] = []
     for i, stage in enumerate(plan.stages):
-        r = run_stage(model, plan, i, sources, tokenizer, seed=seed, eval_fn=eval_fn, device=device,
-                      progress=progress, encoded=encoded, keep_state=keep_states)
+        r = run_stage(
+            model,
+            plan,
+            i,
+            sources,
+            tokenizer,
+            seed=seed,
+            eval_fn=eval_fn,
+            device=device,
+            progress=progress,
+            encoded=encoded,
+            keep_state=keep_states,
+        )
         if directory is not None:
             r.checkpoint = _save_stage(directory, model, stage, r)
         results.append(r)
@@ -238,9 +279,22 @@ def run_grid(
                         out.reused += j
                         break
             for i in range(k, len(plan.stages)):
-                r = run_stage(model, plan, i, sources, tokenizer, seed=seed, eval_fn=eval_fn, device=device,
-                              progress=progress, position=position, desc=f"{name}: {plan.stages[i].name}",
-                              encoded=encoded, on_step=on_step, keep_state=shared_prefix)
+                r = run_stage(
+                    model,
+                    plan,
+                    i,
+                    sources,
+                    tokenizer,
+                    seed=seed,
+                    eval_fn=eval_fn,
+                    device=device,
+                    progress=progress,
+                    position=position,
+                    desc=f"{name}: {plan.stages[i].name}",
+                    encoded=encoded,
+                    on_step=on_step,
+                    keep_state=shared_prefix,
+                )
                 results.append(r)
                 out.trained += 1
                 if shared_prefix:
@@ -252,8 +306,12 @@ def run_grid(
 
 
 def _reused(r: StageResult) -> StageResult:
-    return StageResult(r.name, r.steps, r.rows, r.losses, r.tokens, r.eval, r.checkpoint, r.seconds, r.state, True)
+    return StageResult(
+        r.name, r.steps, r.rows, r.losses, r.tokens, r.eval, r.checkpoint, r.seconds, r.state, True
+    )
 
 
 def _light(r: StageResult) -> StageResult:
-    return StageResult(r.name, r.steps, r.rows, r.losses, r.tokens, r.eval, r.checkpoint, r.seconds, None, r.reused)
+    return StageResult(
+        r.name, r.steps, r.rows, r.losses, r.tokens, r.eval, r.checkpoint, r.seconds, None, r.reused
+    )

@@ -24,8 +24,9 @@ def load_source(spec: str) -> list[Any]:
 
         kw = parse_synthetic(spec[len(SYNTHETIC) :])
         tasks = ReasoningTasks(kw.get("families", "0-7"), kw.get("templates", 2), seed=kw.get("seed", 0))
-        return tasks.sample(kw.get("n", 10000), corrupt=kw.get("corrupt", 0.0),
-                            corruption=kw.get("corruption", "propagated"))
+        return tasks.sample(
+            kw.get("n", 10000), corrupt=kw.get("corrupt", 0.0), corruption=kw.get("corruption", "propagated")
+        )
     path = Path(spec).expanduser()
     if not path.is_file():
         raise UserError(f"source {spec!r} is neither pydoc, synthetic:<spec> nor an existing file")
