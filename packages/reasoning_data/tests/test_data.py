@@ -66,7 +66,7 @@ def test_answer_only_loss_equals_a_manual_cross_entropy(sources):
     with torch_threads():
         model = odd_model("llama", vocab_size=len(TOK))
         batch = data.batch(list(range(16)))
-        ours = float(masked_lm_loss(model, batch))
+        ours = float(masked_lm_loss(model, batch).detach())
         ids, mask, labels, _ = batch
         prompt_lens = [int((labels[r] == -100).logical_and(mask[r] == 1).sum()) for r in range(16)]
         by_text = {TOK.decode(ids[r][mask[r] == 1][: prompt_lens[r]].tolist()) for r in range(16)}
