@@ -63,7 +63,7 @@ def test_answer_only_loss_equals_a_manual_cross_entropy(sources):
     stage = Stage("sft", Mixture({"x": 1.0}, tokens, packing="example"), loss="answer_only")
     data = build_stage_data(stage, {"x": ex}, TOK)
     assert len(data) == 16
-    with torch_threads():
+    with torch_threads(), torch.no_grad():
         model = odd_model("llama", vocab_size=len(TOK))
         batch = data.batch(list(range(16)))
         ours = float(masked_lm_loss(model, batch).detach())
