@@ -5,7 +5,7 @@ from iclr26_gba import peers
 
 
 def test_peers_rows_for_missing_and_failing_libraries(tmp_path, monkeypatch):
-    cfg = compose("iclr26_gba.conf", "reproduce", ["scale=smoke", "peers_steps=3"])
+    cfg = compose("iclr26_gba.conf", "reproduce", ["scale=smoke", "peers.steps=3"])
     ctx = RunContext(run_dir=tmp_path, device="cpu", seed=0, scale="smoke", log=lambda msg: None, slug="gba")
     monkeypatch.setattr(peers, "_available", lambda module: module == "sae_lens")
 

@@ -103,9 +103,11 @@ def test_the_models_own_tokenizer_is_used(tmp_path):
     char_tokenizer(string.printable[::-1]).save_pretrained(folder)  # a reversed alphabet: its own ids
     tok = text_tokenizer(str(folder), 512, log=lambda m: None)
     ref = AutoTokenizer.from_pretrained(folder)
-    assert tok("Hello")["input_ids"] == ref("Hello")["input_ids"] != char_tokenizer(string.printable)(
-        "Hello"
-    )["input_ids"]
+    assert (
+        tok("Hello")["input_ids"]
+        == ref("Hello")["input_ids"]
+        != char_tokenizer(string.printable)("Hello")["input_ids"]
+    )
     bare = tmp_path / "bare"
     model.save_pretrained(bare)
     with pytest.raises(GBAError, match="no tokenizer files") as exc:

@@ -75,3 +75,26 @@ def test_quiet_off_when_verbose(monkeypatch):
     with pytest.warns(UserWarning, match="lib says"), quiet() as folded:
         warnings.warn_explicit("lib says", UserWarning, "/venv/site-packages/lib/mod.py", 3)
     assert folded == []
+
+
+def test_quiet_folds_what_installed_libraries_print(tmp_path, monkeypatch, capsys):
+    lib = tmp_path / "site-packages" / "chattylib"
+    lib.mkdir(parents=True)
+    (lib / "__init__.py").write_text(
+        "import sys\ndef hello():\n    print('CUDA is not available, using the CPU')\n"
+        "    sys.stderr.write('kernel loaded\\n')\n"
+    )
+    monkeypatch.syspath_prepend(str(lib.parent))
+    import chattylib
+
+    with quiet() as folded:
+        chattylib.hello()
+        print("our own line")
+    out = capsys.readouterr()
+    assert out.out == "our own line\n" and "kernel" not in out.err
+    assert folded == [
+        "print (chattylib): CUDA is not available, using the CPU",
+        "print (chattylib): kernel loaded",
+    ]
+    chattylib.hello()  # afterwards it prints again
+    assert "CUDA" in capsys.readouterr().out

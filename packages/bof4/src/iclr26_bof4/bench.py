@@ -12,7 +12,7 @@ import torch
 
 from iclr26_core.report import fmt
 
-from .peers import PEERS, bench, probe
+from .peers import MODULES, PEERS, bench, installed, probe
 
 
 def bench_table(rows: list[dict]) -> str:
@@ -41,11 +41,11 @@ def maybe_bench(cfg: Any, ctx: Any, model: Any = None) -> list[dict] | None:
 
     if not cfg.bench:
         return None
-    reasons = {name: probe(name)[1] for name in PEERS}
+    ctx.peers_missing(MODULES[name].replace(".", "-") for name in PEERS if not installed(name))
+    reasons = {name: probe(name)[1] for name in PEERS if installed(name)}
     available = [name for name, reason in reasons.items() if not reason]
-    ctx.peers_missing(name for name, reason in reasons.items() if reason.startswith("ModuleNotFoundError"))
     for name, reason in reasons.items():
-        if reason and not reason.startswith("ModuleNotFoundError"):
+        if reason:  # installed, but it does not import or has no CPU backend
             ctx.log(f"bench: peer {name} unavailable: {reason}")
     gen = torch.Generator().manual_seed(cfg.seed + BENCH)
     n = int(cfg.bench_samples)

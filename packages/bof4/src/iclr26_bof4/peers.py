@@ -5,10 +5,11 @@ or ``"failed: <reason>"`` — never an exception; ``reproduce`` turns those rows
 
 * ``bitsandbytes-nf4`` — ``bitsandbytes.functional.quantize_4bit(w, blocksize=I, quant_type="nf4")`` /
   ``dequantize_4bit`` (CPU support depends on the installed release's backend); float32 absmax.
-* ``torchao-nf4`` — ``to_nf4(w_bf16, block_size=I)`` from ``torchao.quantization.quantize_.workflows.nf4``
+* ``torchao-nf4`` — ``to_nf4(w_bf16, block_size=I)`` from ``torchao.quantization.quantize_.workflows.nf4.nf4_tensor``
   (torchao 0.18) or ``torchao.dtypes.nf4tensor`` (older); double-quantised scalers, so compare MSE, not bits.
 * ``hqq-int4`` — ``hqq.core.quantize.Quantizer.quantize(w, nbits=4, group_size=I, axis=1, optimize=True)``.
-* ``quanto-int4`` — ``optimum.quanto.quantize_weight(w, qint4, axis=0, group_size=I)``.
+* ``quanto-int4`` — ``optimum.quanto.quantize_weight(w, qint4, axis=0, group_size=I)`` with the scale and shift
+  of quanto's ``MaxOptimizer`` (what its ``QLinear`` uses for int4 weights; quanto >= 0.2.5 asks for them).
 
 Always present: our codebooks through :func:`iclr26_bof4.quantize`, and ``affine-int4`` — an in-package
 asymmetric min/max int4 with group I (scale = (max − min)/15 and min stored in float16, 4.5 bits per weight at
@@ -73,7 +74,7 @@ def _bitsandbytes() -> PeerFn:
 
 def _torchao() -> PeerFn:
     try:
-        from torchao.quantization.quantize_.workflows.nf4 import to_nf4  # torchao >= 0.18
+        from torchao.quantization.quantize_.workflows.nf4.nf4_tensor import to_nf4  # torchao 0.18
     except ImportError:
         from torchao.dtypes.nf4tensor import to_nf4  # older releases
 
@@ -115,8 +116,17 @@ def _quanto() -> PeerFn:
     except ImportError:
         from optimum.quanto.tensor.weights import quantize_weight
 
+    needs_scale = "scale" in inspect.signature(quantize_weight).parameters  # optimum-quanto >= 0.2.5
+    if needs_scale:
+        from optimum.quanto.tensor.optimizers import MaxOptimizer
+
     def run(w: torch.Tensor, block_size: int) -> tuple[torch.Tensor, float]:
-        qw = quantize_weight(_as_2d(w).float().contiguous(), qtype=qint4, axis=0, group_size=block_size)
+        t = _as_2d(w).float().contiguous()
+        kwargs = {}
+        if needs_scale:  # the scale and shift quanto's own QLinear computes for int4 weights
+            scale, shift = MaxOptimizer()(t, qtype=qint4, axis=0, group_size=block_size)
+            kwargs = dict(scale=scale, shift=shift)
+        qw = quantize_weight(t, qtype=qint4, axis=0, group_size=block_size, **kwargs)
         deq = qw.dequantize()
         # codes: 4 bits per weight (quanto packs them in its own tensor subclass); plus scales and shifts
         bits = 4.0 + _bits(w.numel(), getattr(qw, "_scale", None), getattr(qw, "_shift", None))
@@ -125,12 +135,29 @@ def _quanto() -> PeerFn:
     return run
 
 
+MODULES = {  # the distribution each peer needs (top-level module): missing means "not installed"
+    "bitsandbytes-nf4": "bitsandbytes",
+    "torchao-nf4": "torchao",
+    "hqq-int4": "hqq",
+    "quanto-int4": "optimum.quanto",
+}
+
 PEERS: dict[str, Callable[[], PeerFn]] = {
     "bitsandbytes-nf4": _bitsandbytes,
     "torchao-nf4": _torchao,
     "hqq-int4": _hqq,
     "quanto-int4": _quanto,
 }
+
+
+def installed(name: str) -> bool:
+    """Whether the library of peer ``name`` is installed (without importing it)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(MODULES[name]) is not None
+    except ImportError:  # the parent package (``optimum``) is missing
+        return False
 
 
 def probe(name: str) -> tuple[PeerFn | None, str]:

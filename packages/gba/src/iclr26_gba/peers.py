@@ -27,7 +27,11 @@ from .metrics import recovery_metrics
 from .seeding import generator
 from .statistical_model import SparseFeatureModel, parse_sparsity
 
-MODULES = {"sae-lens": "sae_lens", "overcomplete": "overcomplete", "dictionary-learning": "dictionary_learning"}
+MODULES = {
+    "sae-lens": "sae_lens",
+    "overcomplete": "overcomplete",
+    "dictionary-learning": "dictionary_learning",
+}
 
 
 def _available(module: str) -> bool:

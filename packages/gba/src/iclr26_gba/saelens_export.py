@@ -58,8 +58,9 @@ def export_saelens(sae, directory: str | Path, **metadata: Any) -> Path:
     ``metadata`` (model_name, hook_name, context_size, dataset_path, ...) goes into cfg.json's
     ``metadata`` block, which SAELens uses to hook the SAE into a model.
     """
-    from iclr26_core.fs import staged_dir, write_json
     from safetensors.torch import save_file
+
+    from iclr26_core.fs import staged_dir, write_json
 
     arch, tensors = saelens_tensors(sae)
     cfg = {

@@ -27,8 +27,9 @@ STATE_JSON = "training_state.json"
 
 def save_training_state(result, directory: str | Path) -> Path:
     """Write the GBA state (groups, targets, biases via the SAE, window statistics) and Adam's moments."""
-    from iclr26_core.fs import write_json
     from safetensors.torch import save_file
+
+    from iclr26_core.fs import write_json
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

@@ -195,7 +195,9 @@ def train_sae(
 
         saved = load_training_state(resume)
         if saved[0].get("method") != method:
-            raise GBAError(f"the run at {str(resume)!r} used method={saved[0].get('method')!r}, not {method!r}")
+            raise GBAError(
+                f"the run at {str(resume)!r} used method={saved[0].get('method')!r}, not {method!r}"
+            )
     start = 0 if saved is None else int(saved[0].get("steps_done", 0))
     stream_seed = seed if start == 0 else derive_seed(seed, f"resume-{start}")
     stats, batches, d = _stream(data, batch_size, stream_seed)

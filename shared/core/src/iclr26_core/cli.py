@@ -65,14 +65,9 @@ class RunContext:
         return progress(iterable, total=total, desc=desc, **kw)
 
     def peers_missing(self, names: Iterable[str]) -> None:
-        """Report peers that are not installed: one line now ("peers not installed: ... (pip install
-        iclr26-<slug>[peers])"), and the same line in ``report.md`` and ``metrics.json``."""
-        from .report import peers_line
-
-        new = [n for n in names if n not in self.peers_not_installed]
-        if new:
-            self.peers_not_installed.extend(new)
-            self.log(peers_line(self.slug, new))
+        """Record peers that are not installed. The run prints them as one line at its end ("peers not
+        installed: a, b (pip install iclr26-<slug>[peers])"), and ``report.md``/``metrics.json`` carry them."""
+        self.peers_not_installed.extend(n for n in names if n not in self.peers_not_installed)
 
 
 def progress(iterable: Iterable | None = None, *, total: int | None = None, desc: str = "", **kw):
@@ -88,6 +83,17 @@ def progress(iterable: Iterable | None = None, *, total: int | None = None, desc
         disable=disable,
         leave=kw.pop("leave", True),
         **kw,
+    )
+
+
+def add_model_argument(p: argparse.ArgumentParser, required: bool = True) -> None:
+    """``--model ID_OR_PATH`` for a verb: a local directory or hub id that `iclr26_core.models.load_causal_lm`
+    opens (its tokenizer comes from the same place), or ``tiny-gpt2`` / ``tiny-llama[:small]`` (random init)."""
+    p.add_argument(
+        "--model",
+        required=required,
+        metavar="ID_OR_PATH",
+        help="transformers model: local directory or hub id, or tiny-gpt2 / tiny-llama[:small] (random init)",
     )
 
 
@@ -230,7 +236,7 @@ class PaperCLI:
         from omegaconf import OmegaConf
 
         from .fs import atomic_write_text, check_out_dir, staged_dir
-        from .report import claims_table, write_report
+        from .report import claims_table, peers_line, write_report
         from .runtime import folded_line, quiet, use_threads
 
         cfg = compose(self.conf_module, "reproduce", overrides)
@@ -253,6 +259,8 @@ class PaperCLI:
             with use_threads(threads), quiet() as folded:
                 results = fn(cfg, ctx)
             seconds = time.perf_counter() - t0
+            if ctx.peers_not_installed:
+                ctx.log(peers_line(self.slug, ctx.peers_not_installed))
             if folded:
                 atomic_write_text(tmp / "warnings.txt", "\n".join(folded) + "\n")
                 ctx.log(folded_line(folded, "warnings.txt"))

@@ -10,8 +10,9 @@ machine, one busy neighbour process can slow a run down a hundredfold (iclr26 is
 ``$ICLR26_THREADS`` (unset: torch's default).
 
 **Quiet.** `quiet` folds third-party chatter: warnings raised outside the iclr26 packages and every
-deprecation/future warning, log records of other libraries, Hugging Face progress bars ("Loading weights")
-and transformers' advisory messages. What it folded is returned to the caller, which writes it to
+deprecation/future warning, log records of other libraries, Hugging Face progress bars ("Loading weights"),
+transformers' advisory messages, and text that code in an installed third-party package prints to
+stdout/stderr (e.g. a library's import-time notice; tqdm bars still show). What it folded is returned to the caller, which writes it to
 ``warnings.txt`` in the run directory and prints one line. ``ICLR26_VERBOSE=1`` turns the folding off.
 """
 
@@ -98,6 +99,31 @@ def _ours(path: str) -> bool:
     return f"{os.sep}iclr26_" in path or path.startswith("iclr26_")
 
 
+def _third_party_frame(frame: Any) -> bool:
+    """Whether the code that wrote (``print``/``write``) lives in an installed package other than ours or tqdm."""
+    path = frame.f_globals.get("__file__") or ""
+    top = str(frame.f_globals.get("__name__", "")).split(".")[0]
+    installed = f"{os.sep}site-packages{os.sep}" in path or f"{os.sep}dist-packages{os.sep}" in path
+    return installed and not top.startswith("iclr26") and top != "tqdm"
+
+
+class _FoldWrites:
+    """Stands in for sys.stdout/sys.stderr during `quiet`: writes from third-party packages are folded."""
+
+    def __init__(self, stream: Any, folded: list[str]) -> None:
+        self._stream, self._folded = stream, folded
+
+    def write(self, text: str) -> int:
+        if _third_party_frame(sys._getframe(1)):
+            if text.strip():
+                self._folded.append(f"print ({sys._getframe(1).f_globals.get('__name__')}): {text.strip()}")
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 class _FoldLogs(logging.Handler):
     """On the root logger during `quiet`: other libraries' records are folded; ours print as usual."""
 
@@ -158,6 +184,8 @@ def quiet() -> Iterator[list[str]]:
         if isinstance(lg, logging.Logger) and lg.handlers and not name.startswith("iclr26"):
             raised.append((lg, lg.level))
             lg.setLevel(max(lg.getEffectiveLevel(), logging.ERROR))
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _FoldWrites(sys.stdout, folded), _FoldWrites(sys.stderr, folded)
     with warnings.catch_warnings():
         show = warnings.showwarning
 
@@ -172,6 +200,7 @@ def quiet() -> Iterator[list[str]]:
         try:
             yield folded
         finally:
+            sys.stdout, sys.stderr = streams
             root.removeHandler(handler)
             for lg, level in raised:
                 lg.setLevel(level)

@@ -4,9 +4,17 @@ periodic evaluation, optional EMA weights, checkpoint/resume, NaN detection.
     result = train_lm(model, blocks["train"], blocks["validation"], TrainConfig(steps=120, lr=3e-3))
     result = train_lm(model, None, cfg=cfg, batches=sample, loss_fn=my_loss, eval_fn=score)  # any batch shape
 
-Runs on the CPU here and on many GPUs with ``accelerate launch``. The batch of step ``s`` is a pure
+Runs on the CPU here and data-parallel on several processes (GPUs, or CPUs with gloo) when started by
+``torchrun`` / ``accelerate launch``: each of the W processes takes its own ``batch_size`` rows of the step's
+``W * batch_size`` rows, the gradients are averaged, and every process ends with the same weights as one process
+training on the combined batch (tested in ``tests/test_distributed.py``). The batch of step ``s`` is a pure
 function of ``(seed, s)`` (a fresh permutation per epoch), so a run resumed from a checkpoint sees exactly
 the batches it would have seen without stopping.
+
+    torchrun --nproc_per_node 8 my_script.py                               # one node, 8 GPUs
+    torchrun --nnodes 2 --node_rank 0 --nproc_per_node 8 \
+        --rdzv_backend c10d --rdzv_endpoint HOST:29500 my_script.py         # two nodes (node_rank 1 on the other)
+    torchrun --standalone --nproc_per_node 2 my_script.py                   # CPU processes (gloo), as the test
 
 Checkpoints (``checkpoint_dir/step-<N>/``): ``model.safetensors`` (no pickle) and ``trainer_state.pt``
 (optimizer, schedule, step: tensors and numbers only, read back with ``torch.load(weights_only=True)``).
@@ -134,16 +142,19 @@ def train_lm(
     from .cli import progress, seed_everything
 
     cfg = cfg or TrainConfig()
+    seed_everything(cfg.seed)
+    accel = Accelerator(cpu=cfg.device == "cpu")
     if batches is None:
         n = len(train_data)
         if n == 0:
             raise UserError("no training data")
+        world, rank, bs = accel.num_processes, accel.process_index, cfg.batch_size
 
-        def batches(step: int) -> Any:
-            return _rows(train_data, batch_indices(n, cfg.batch_size, step, cfg.seed))
+        def batches(step: int) -> Any:  # this process's share of the step's world * batch_size rows
+            return _rows(
+                train_data, batch_indices(n, bs * world, step, cfg.seed)[rank * bs : (rank + 1) * bs]
+            )
 
-    seed_everything(cfg.seed)
-    accel = Accelerator(cpu=cfg.device == "cpu")
     if optimizer is None:
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
@@ -160,9 +171,10 @@ def train_lm(
     model.train()
     t0 = time.perf_counter()
     steps = range(start, cfg.steps)
+    show = cfg.progress and accel.is_main_process  # one bar, not one per process
     bar = (
         progress(steps, total=cfg.steps, initial=start, desc=cfg.desc, position=cfg.position)
-        if cfg.progress
+        if show
         else steps
     )
     for step in bar:
@@ -184,7 +196,7 @@ def train_lm(
         result.steps = step + 1
         if on_step is not None:
             on_step(step, result.losses[-1])
-        if cfg.progress and hasattr(bar, "set_postfix"):
+        if show and hasattr(bar, "set_postfix"):
             bar.set_postfix(loss=f"{result.losses[-1]:.3f}", refresh=False)
         last = step + 1 == cfg.steps
         if (eval_data is not None or eval_fn is not None) and (
@@ -200,13 +212,15 @@ def train_lm(
                 value = evaluate_loss(current, eval_data, cfg, loss_fn, accel.device)
             result.evals.append((step + 1, value))
         if cfg.checkpoint_dir and cfg.checkpoint_every and ((step + 1) % cfg.checkpoint_every == 0 or last):
-            save_training_state(
-                Path(cfg.checkpoint_dir) / f"step-{step + 1}",
-                accel.unwrap_model(model),
-                optimizer,
-                scheduler,
-                step + 1,
-            )
+            if accel.is_main_process:  # the weights are the same in every process
+                save_training_state(
+                    Path(cfg.checkpoint_dir) / f"step-{step + 1}",
+                    accel.unwrap_model(model),
+                    optimizer,
+                    scheduler,
+                    step + 1,
+                )
+            accel.wait_for_everyone()
     result.seconds = time.perf_counter() - t0
     model.eval()
     if ema is not None:
