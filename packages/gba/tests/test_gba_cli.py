@@ -82,11 +82,24 @@ def test_train_and_evaluate_on_a_saved_checkpoint(tmp_path, saved_gpt2):
             "64",
             "--seeds",
             "2",
+            "--spacing",
+            "linear",
+            "--gamma-minus",
+            "0.02",
+            "--gamma-plus",
+            "0.03",
+            "--eps",
+            "1e-5",
+            "--activations",
+            str(tmp_path / "acts"),
+            "--shard-rows",
+            "500",
             "--out",
             str(out),
         ],
     )
     assert res.code == 0, res.stderr
+    assert len(list((tmp_path / "acts").glob("*.safetensors"))) >= 2  # the activations were sharded on disk
     for name in ("sae.safetensors", "sae_config.json", "metrics.json", "firing.png"):
         assert (out / name).is_file(), name
     metrics = json.loads((out / "metrics.json").read_text())
@@ -120,6 +133,19 @@ def test_train_and_evaluate_on_a_saved_checkpoint(tmp_path, saved_gpt2):
     )
     assert ev.code == 0, ev.stderr
     assert json.loads((tmp_path / "ev" / "metrics.json").read_text())["rows"] == 500
+    ad = cfg["adaptation"]
+    assert (ad["spacing"], ad["gamma_minus"], ad["gamma_plus"], ad["eps"]) == ("linear", 0.02, 0.03, 1e-5)
+    # resume from the saved state (same activations, reused from --activations) and export for SAELens
+    model_args = ["--model", str(saved_gpt2), "--layer", "2", "--activations", str(tmp_path / "acts")]
+    more = ["--neurons", "40", "--groups", "4", "--htf", "0.3", "--ltf", "0.01", "--every", "5"]
+    flags = ["--spacing", "linear", "--gamma-minus", "0.02", "--gamma-plus", "0.03", "--eps", "1e-5"]
+    resume = ["--steps", "5", "--batch-size", "64", "--resume", str(out), "--out", str(tmp_path / "resumed")]
+    res = run_cli(main, ["train", *model_args, *more, *flags, *resume])
+    assert res.code == 0, res.stderr
+    assert json.loads((tmp_path / "resumed" / "sae_config.json").read_text())["steps"] == 20
+    res = run_cli(main, ["export", "--sae", str(out), "--out", str(tmp_path / "saelens")])
+    assert res.code == 0, res.stderr
+    assert {"cfg.json", "sae_weights.safetensors"} <= {p.name for p in (tmp_path / "saelens").iterdir()}
 
 
 def test_synthetic_verb(tmp_path):
