@@ -121,7 +121,7 @@ def test_lora_on_a_packed_model(user_model, tmp_path):
         loss.backward()
         opt.step()
         opt.zero_grad()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     assert losses[-1] < losses[0]
     assert torch.equal(wrapped.base_layer.codes, codes)  # the 4-bit base stays frozen
     peft_model.eval()
