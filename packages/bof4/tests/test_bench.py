@@ -10,7 +10,7 @@ import torch
 
 from iclr26_bof4 import bench as bench_mod
 from iclr26_bof4 import peers as peers_mod
-from iclr26_bof4.bench import rows_csv, run_bench, summarise, summary_table
+from iclr26_bof4.bench import rows_csv, run_bench, summary_table
 
 
 def _tensors():

@@ -105,7 +105,9 @@ def test_lora_on_a_packed_model(user_model, tmp_path):
     codes = model.model.layers[0].self_attn.q_proj.codes.clone()
     with torch.no_grad():
         before = model(_ids()).logits
-    peft_model = peft.get_peft_model(model, lora_config(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    peft_model = peft.get_peft_model(
+        model, lora_config(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+    )
     wrapped = peft_model.base_model.model.model.layers[0].self_attn.q_proj
     assert isinstance(wrapped.base_layer, BOF4Linear)
     trainable = [n for n, p in peft_model.named_parameters() if p.requires_grad]

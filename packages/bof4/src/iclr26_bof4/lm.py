@@ -173,7 +173,9 @@ def evaluate_arms(model: Any, val: Any, lm: Any, ctx: Any, desc: str = "C6 quant
         report = apply_to_model(model, codebook=book, block_size=int(lm.block_size), opq_q=q, skip=skip)
         row["weight_mse"][label] = report.mse
         row["ppl"][label] = perplexity(model, val, batch_size=batch)
-        if mirror:  # W − δ for the quantisation error δ = Ŵ − W: splits ΔPPL into first- and second-order parts
+        if (
+            mirror
+        ):  # W − δ for the quantisation error δ = Ŵ − W: splits ΔPPL into first- and second-order parts
             for n in names:
                 model.get_submodule(n).weight.mul_(-1).add_(originals[n], alpha=2)
             row["ppl_mirror"][label] = perplexity(model, val, batch_size=batch)

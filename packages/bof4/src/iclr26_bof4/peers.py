@@ -22,6 +22,7 @@ them into the per-method summary and the per-tensor CSV.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -235,10 +236,10 @@ def bench(
         if run is None:
             rows.append(_row(peer, None, None, None, None, None, f"unavailable: {reason}"))
         else:
-            try:  # untimed warm-up: first-call work (optimum-quanto compiles a C++ extension) is not "seconds"
+            # untimed warm-up: first-call work (optimum-quanto compiles a C++ extension) is not "seconds";
+            # a failure here is reported by the timed calls below, one row per tensor
+            with contextlib.suppress(Exception):
                 run(torch.randn(4, 4 * 64, generator=torch.Generator().manual_seed(0)), block_size)
-            except Exception:  # noqa: S110 - the timed calls below report a failing peer, one row per tensor
-                pass
             runners[peer] = run
     items = tensors.items() if isinstance(tensors, Mapping) else tensors
     for tname, w in items:
