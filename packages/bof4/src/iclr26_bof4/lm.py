@@ -210,4 +210,6 @@ def summarise_arm(rows: list[dict[str, Any]]) -> dict[str, Any]:
         # ΔPPL(W + δ) = g·δ + ½ δᵀHδ + …, ΔPPL(W − δ) = −g·δ + ½ δᵀHδ + …: half-sum and half-difference
         out["second_order"] = mean(lambda r, a: (r["ppl"][a] + r["ppl_mirror"][a]) / 2 - r["ppl_fp"])
         out["first_order"] = mean(lambda r, a: (r["ppl"][a] - r["ppl_mirror"][a]) / 2)
+        half_sum = lambda r, a: (r["ppl"][a] + r["ppl_mirror"][a]) / 2  # noqa: E731
+        out["second_order_diff"] = _spread([half_sum(r, "bof4s-mse+opq") - half_sum(r, "nf4") for r in rows])
     return out

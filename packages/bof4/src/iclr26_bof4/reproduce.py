@@ -217,7 +217,8 @@ def claim_c6(c6: dict[str, Any]) -> Claim:
             notes.append(
                 "dPPL split (W +/- delta, mean): second-order part nf4 "
                 f"{so['nf4']:.3f} vs bof4s-mse+opq {so['bof4s-mse+opq']:.3f}, first-order part {fo['nf4']:+.3f} vs "
-                f"{fo['bof4s-mse+opq']:+.3f}"
+                f"{fo['bof4s-mse+opq']:+.3f}; second-order paired diff per seed "
+                f"{_fmt_spread(res['second_order_diff'])}"
             )
     for res in c6.get("outliers", {}).values():
         mse, dppl, d = res["weight_mse"], res["delta_ppl"], res["paired_diff"]
@@ -227,6 +228,11 @@ def claim_c6(c6: dict[str, Any]) -> Claim:
         notes.append(
             f"outlier arm ({res['what']}, {len(res['seeds'])} seeds, not the verdict): FP PPL {res['ppl_fp']:.3f}, "
             f"paired diff {_fmt_spread(d)}"
+            + (
+                f", second-order {_fmt_spread(res['second_order_diff'])}"
+                if "second_order_diff" in res
+                else ""
+            )
         )
     return Claim(
         "C6",
