@@ -161,27 +161,22 @@ def _data_driven_update(levels, x, w, metric):
 
 
 def _free_ends_case(block_size, signed, metrics=("mse", "mae")):
-    x, m = gaussian_blocks(block_size, 2**22, seed=123, signed=signed)
+    x, m = gaussian_blocks(block_size, 2**21, seed=123, signed=signed)
     x, m = x.reshape(-1), m.reshape(-1)
     for metric in metrics:
         theory = derive_codebook(block_size, metric, signed=signed, method="theory", fixed_levels=()).double()
         w = m.square() if metric == "mse" else m.abs()
         moved = float((_data_driven_update(theory, x, w, metric) - theory).abs().max())
-        # the integration's fixed point is the data-driven one: 2^22 fresh samples move no level by > 3e-3
-        # (measured: <= 7.2e-4); without the block maxima's point masses the ends moved by ~0.09
+        # the integration's fixed point is the data-driven one: 2^21 fresh samples move no level by > 3e-3;
+        # without the block maxima's point masses the ends moved by ~0.09
         assert moved <= 3e-3, (block_size, signed, metric, moved)
         assert float(theory[-1]) > 0.95 and (signed or float(theory[0]) < -0.95)
 
 
+@pytest.mark.parametrize("block_size", [32, 64])
 @pytest.mark.parametrize("signed", [False, True])
-def test_theory_with_free_ends_is_the_data_driven_fixed_point(signed):
-    _free_ends_case(64, signed)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("signed", [False, True])
-def test_theory_with_free_ends_is_the_data_driven_fixed_point_i32(signed):
-    _free_ends_case(32, signed)
+def test_theory_with_free_ends_is_the_data_driven_fixed_point(block_size, signed):
+    _free_ends_case(block_size, signed)
 
 
 @pytest.mark.slow
