@@ -145,18 +145,21 @@ def test_point_masses_match_the_weighted_share_of_block_maxima(block_size, power
 
 
 def _data_driven_update(levels, x, w, metric):
-    """One weighted Lloyd update, written out region by region (independent of iclr26_bof4.lloyd)."""
+    """One weighted Lloyd update on the samples, region by region (independent of iclr26_bof4.lloyd): the
+    samples sorted once, each region a slice; weighted mean, or lower weighted median by a cumulative sum."""
+    xs, order = x.sort()
+    ws = w[order]
     mids = (levels[:-1] + levels[1:]) / 2
-    region = torch.searchsorted(mids, x, right=True)  # a value on a threshold goes up
+    # regions are [ξ_{i-1}, ξ_i): a value exactly on a threshold goes up
+    cuts = [0, *torch.searchsorted(xs, mids, side="left").tolist(), xs.numel()]
     new = levels.clone()
     for i in range(levels.numel()):
-        xi, wi = x[region == i], w[region == i]
+        xi, wi = xs[cuts[i] : cuts[i + 1]], ws[cuts[i] : cuts[i + 1]]
         if metric == "mse":
             new[i] = (wi * xi).sum() / wi.sum()
-        else:  # lower weighted median
-            order = xi.argsort()
-            cum = wi[order].cumsum(0)
-            new[i] = xi[order][int(torch.searchsorted(cum, cum[-1] / 2))]
+        else:
+            cum = wi.cumsum(0)
+            new[i] = xi[int(torch.searchsorted(cum, cum[-1] / 2))]
     return new
 
 
