@@ -27,7 +27,8 @@ def test_reproduce_smoke_writes_computed_report(tmp_path):
     for r in runs.values():
         r["final_loss"] = float(r["final_loss"])
     assert claim_c1(runs, 2).holds == metrics["claims"][0]["holds"]
-    assert claim_c3(runs).holds == metrics["claims"][2]["holds"]
+    assert claim_c3(runs, metrics["setup"]["data"]["unigram_loss"]).holds == metrics["claims"][2]["holds"]
+    assert metrics["callback_overhead"]["ratio"] > 0
     traj = runs["preln_gelu/seed0"]["trajectory"]
     assert [p["step"] for p in traj] == [1, 10, 20, 30] and len(traj[-1]["layers"]) == 2
     # peers: each one either ran cleanly or says it is not installed; no tensors leak into metrics.json
@@ -100,15 +101,64 @@ def test_track_writes_trajectory_and_checkpoint(tiny_ckpt, tmp_path):
             "32",
             "--lr",
             "1e-3",
+            "--probe",
+            "train_batch",
+            "--sample-ratio",
+            "0.5",
             "--out",
             str(out),
         ],
     )
     assert res.code == 0, res.stderr
-    lines = (out / "nerve_trajectory.jsonl").read_text().splitlines()
-    assert sorted({json.loads(s)["step"] for s in lines}) == [1, 2, 4] and len(lines) == 3 * 2
+    lines = [json.loads(s) for s in (out / "nerve_trajectory.jsonl").read_text().splitlines()]
+    assert sorted({r["step"] for r in lines}) == [1, 2, 4] and len(lines) == 3 * 2
+    assert {r["n_tokens"] for r in lines} == {8 * 32 // 2}  # half of one training batch of 8 × 32
     back = checkpoints.load(out / "checkpoint")
     assert back.metrics["eval"] and (out / "trajectory.png").is_file()
+
+
+def test_gated_model_analyze_and_track_options(tmp_path):
+    ckpt = tmp_path / "llama"
+    checkpoints.save(ckpt, odd_model("llama", vocab_size=120), config={"what": "test"})
+    common = ["--model", str(ckpt), "--seq-len", "16", "--gated-pre", "up", "--residual"]
+    res = run_cli(
+        main,
+        [
+            "analyze",
+            *common,
+            "--pydoc",
+            "--tokens",
+            "320",
+            "--layers-per-pass",
+            "1",
+            "--out",
+            str(tmp_path / "a"),
+        ],
+    )
+    assert res.code == 0, res.stderr
+    data = json.loads((tmp_path / "a" / "nerve.json").read_text())
+    assert data["gated_pre"] == "up" and data["residual"] and data["passes"] == 2
+    assert all(m["pr_res"] is not None and m["d_model"] == 36 for m in data["layers"])
+    text = tmp_path / "t.txt"
+    text.write_text("def f(x):\n    return x + 1\n" * 40)
+    res = run_cli(
+        main,
+        [
+            "track",
+            *common,
+            "--text",
+            str(text),
+            "--steps",
+            "2",
+            "--log-steps",
+            "1",
+            "--out",
+            str(tmp_path / "t"),
+        ],
+    )
+    assert res.code == 0, res.stderr
+    lines = [json.loads(s) for s in (tmp_path / "t" / "nerve_trajectory.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [1, 1, 2, 2] and all(r["se_res"] is not None for r in lines)
 
 
 @pytest.mark.parametrize(

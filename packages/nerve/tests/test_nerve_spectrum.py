@@ -17,7 +17,7 @@ from iclr26_nerve import (
     participation_ratio,
     spectral_entropy,
 )
-from iclr26_nerve.spectrum import js_divergence
+from iclr26_nerve.spectrum import js_divergence, rankme
 
 
 def _naive(eigs):
@@ -130,18 +130,44 @@ def test_js_known_answers():
     assert jensen_shannon([1.0, 2.0, 3.0], [3.0, 1.0, 2.0]) == pytest.approx(0.0, abs=1e-15)
 
 
-def test_scale_invariance_and_identity_activation():
+def test_scale_invariance_with_pre_unequal_post():
+    """X → cX (c > 0) with post = ReLU(pre): ReLU(cX) = c·ReLU(X), so every metric, JS included, is unchanged;
+    pre ≠ post, so JS is not trivially 0."""
     g = torch.Generator().manual_seed(4)
     x = torch.randn(400, 16, generator=g, dtype=torch.float64) @ torch.randn(
         16, 16, generator=g, dtype=torch.float64
     )
-    a = layer_metrics(x, x, dtype=torch.float64)
-    b = layer_metrics(7.5 * x, 7.5 * x, dtype=torch.float64)
-    for key in ("se_pre", "pr_pre", "eee_pre", "js"):
-        assert getattr(a, key) == pytest.approx(getattr(b, key), rel=1e-9, abs=1e-12)
+    a = layer_metrics(x, torch.relu(x), dtype=torch.float64)
+    b = layer_metrics(7.5 * x, torch.relu(7.5 * x), dtype=torch.float64)
+    assert a.js > 1e-3 and a.pr_gain != pytest.approx(1.0, abs=1e-3)
+    for key in ("se_pre", "se_post", "pr_pre", "pr_post", "eee_pre", "eee_post", "js", "pr_gain"):
+        assert getattr(a, key) == pytest.approx(getattr(b, key), rel=1e-9, abs=1e-12), key
+
+
+def test_identity_activation_control():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(400, 16, generator=g, dtype=torch.float64) @ torch.randn(
+        16, 16, generator=g, dtype=torch.float64
+    )
+    a = layer_metrics(x, x.clone(), dtype=torch.float64)
     assert a.pr_gain == pytest.approx(1.0, abs=1e-6)
     assert a.js == pytest.approx(0.0, abs=1e-6)
     assert not a.reinjects
+
+
+def test_rankme_and_return_on_width():
+    rng = np.random.default_rng(8)
+    pre = torch.from_numpy(rng.normal(size=(500, 6)) @ rng.normal(size=(6, 20)))
+    m = layer_metrics(pre, torch.relu(pre), dtype=torch.float64, d_model=6)
+    lam = np.clip(np.sort(np.linalg.eigvalsh(np.cov(torch.relu(pre).numpy().T)))[::-1], 1e-12, None)
+    se, pr, _ = _naive(lam)
+    assert rankme(lam) == pytest.approx(math.exp(se), rel=1e-9)
+    assert m.rankme_post == pytest.approx(math.exp(se), rel=1e-6)
+    assert m.pr_post_per_d == pytest.approx(pr / 20, rel=1e-6) and m.pr_pre_per_d == pytest.approx(
+        m.pr_pre / 20
+    )
+    assert 1.0 <= m.rankme_pre <= 6 + 1e-6  # rank bound: rank(Σ_pre) ≤ d = 6
+    assert rankme(np.ones(7)) == pytest.approx(7.0) and rankme([1.0, 0.0, 0.0]) == pytest.approx(1.0)
 
 
 def test_relu_reinjects_on_low_rank_gaussian():
@@ -184,7 +210,8 @@ def test_claim_statistics_match_scipy():
     """The Pearson r and tie-aware Spearman ρ behind C4 (numpy only) against scipy."""
     from scipy.stats import pearsonr, spearmanr
 
-    from iclr26_nerve.reproduce import _corr, _ranks
+    from iclr26_nerve.stats import pearson as _corr
+    from iclr26_nerve.stats import ranks as _ranks
 
     rng = np.random.default_rng(7)
     x = list(np.round(rng.normal(size=12), 1))  # rounding makes ties

@@ -33,7 +33,7 @@ smoke_run = smoke_run_fixture(main)  # one `reproduce scale=smoke` shared by thi
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
     files = ["grokking.png", "stability.png", "relu_stability.png", "peers.md"]
-    m = check_smoke_report(out, res, "noise_stability", claims=["C1", "C2", "C3", "C4"], files=files)
+    m, _ = check_smoke_report((out, res), "noise_stability", ["C1", "C2", "C3", "C4"], files=files)
     claims = {c["id"]: c for c in m["claims"]}
     # recompute each verdict from the raw numbers with the spec's rules
     c1 = m["c1"]

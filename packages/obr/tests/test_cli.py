@@ -31,8 +31,8 @@ smoke_run = smoke_run_fixture(main)
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
-    m = check_smoke_report(
-        out, res, "obr", claims=["C1", "C2", "C3", "C4", "C5"], files=["layer_error.png", "alpha_ablation.md"]
+    m, _ = check_smoke_report(
+        (out, res), "obr", ["C1", "C2", "C3", "C4", "C5"], files=["layer_error.png", "alpha_ablation.md"]
     )
     claims = {c["id"]: c for c in m["claims"]}
     # recompute every verdict from the raw numbers with the spec's rules

@@ -30,7 +30,7 @@ smoke_run = smoke_run_fixture(main)
 def test_reproduce_smoke_writes_a_computed_report(smoke_run):
     out, res = smoke_run
     files = ["kl_per_step.png", "memory_trace.png", "bench.md"]
-    m = check_smoke_report(out, res, "pmkvq", claims=["C1", "C2", "C3", "C4"], files=files)
+    m, _ = check_smoke_report((out, res), "pmkvq", ["C1", "C2", "C3", "C4"], files=files)
     claims = {c["id"]: c for c in m["claims"]}
     # recompute every verdict from the raw numbers with the spec's rules
     c1 = m["c1"]

@@ -31,7 +31,7 @@ smoke_run = smoke_run_fixture(main)  # reproduce scale=smoke, once per module
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
     files = ["policy_map.png", "misalignment.png", "throttling.png", "draws.csv", "bench.md"]
-    m = check_smoke_report(out, res, "routing_game", claims=["C1", "C2", "C3", "C4", "V1"], files=files)
+    m, _ = check_smoke_report((out, res), "routing_game", ["C1", "C2", "C3", "C4", "V1"], files=files)
     claims = {c["id"]: c for c in m["claims"]}
     # recompute every verdict from the raw numbers with the spec's rules
     c1 = m["c1"]

@@ -15,7 +15,7 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
     __name__,
     "iclr26-nerve",
     {
-        "spectrum": "eigenspectrum spectral_entropy participation_ratio eigenvalue_early_enrichment jensen_shannon layer_metrics LayerMetrics StreamingCovariance",
+        "spectrum": "eigenspectrum spectral_entropy participation_ratio eigenvalue_early_enrichment jensen_shannon rankme layer_metrics LayerMetrics StreamingCovariance",
         "analysis": "analyze NerVEReport",
         "callback": "NerVECallback",
         "registry": "register_architecture REGISTRY",

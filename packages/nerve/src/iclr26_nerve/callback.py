@@ -1,21 +1,27 @@
 """`NerVECallback`: NerVE metrics during training, every ``log_steps`` optimizer steps (and at step 1).
 
-Per measurement, one forward pass under ``torch.no_grad()`` captures PreAct/PostAct of every layer, then
-the layers are processed one at a time (covariance → eigvalsh → metrics → free), so peak memory is about
-2·D² floats per layer. Each (step, layer) becomes one JSON line in ``<out_dir>/nerve_trajectory.jsonl``.
+Per measurement, `analyze` runs the probe under ``torch.no_grad()``: PreAct/PostAct of every layer stream
+into covariance accumulators, (D² + D) floats each, 2·L of them at once by default, 2·k with
+``layers_per_pass=k`` (one pass over the probe per group of k layers); then the layers become spectra one
+at a time (covariance → eigvalsh → metrics → free). Each (step, layer) becomes one JSON line in
+``<out_dir>/nerve_trajectory.jsonl``; ``seconds`` keeps the wall-clock time of every measurement.
 
 * ``probe=<batch>`` (default use): a fixed probe batch ([B, S] ids or a dict), measured in eval mode, so
   that steps are comparable.
 * ``probe="train_batch"``: the batch the model was trained on at that step (the official callback).
 
-Works as a ``transformers.TrainerCallback`` and in a plain loop through ``measure(model, step)``; with
-`iclr26_core.train.train_lm` use ``loss_fn=callback.wrap_loss()`` (measures after every ``log_steps``
-updates, before the next one) and ``callback.finish(model, steps)`` after the loop.
+Works as a ``transformers.TrainerCallback`` and in a plain loop through ``measure(model, step)``. With
+`iclr26_core.train.train_lm` pass ``on_step=callback.step_hook(model)`` (it runs after every optimizer
+step, so it counts real updates). ``loss_fn=callback.wrap_loss(accumulation_steps=k)`` is the other way
+(needed for ``probe="train_batch"``): it counts k training loss calls as one update (gradient
+accumulation), measures before the next update's first micro-batch, and needs
+``callback.finish(model, steps)`` after the loop.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +43,9 @@ class NerVECallback(TrainerCallback):
         center: bool = True,
         gated_pre: str = "gate",
         max_tokens: int | None = None,
+        *,
+        residual: bool = False,
+        layers_per_pass: int | None = None,
     ) -> None:
         if log_steps < 1:
             raise NerVEError(f"log_steps must be ≥ 1, got {log_steps}")
@@ -48,8 +57,10 @@ class NerVECallback(TrainerCallback):
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.save_eigenvalues = save_eigenvalues
         self.center, self.gated_pre, self.max_tokens = center, gated_pre, max_tokens
+        self.residual, self.layers_per_pass = residual, layers_per_pass
         self.history: list[dict] = []  # one dict per (step, layer), as written to the JSONL file
         self.measured_steps: list[int] = []
+        self.seconds: list[float] = []  # wall-clock seconds of each measurement
         self._last_batch: Any = None
         self.on_measure: Any = None  # optional fn(model, step), called after each measurement
         self._hook = None
@@ -70,6 +81,7 @@ class NerVECallback(TrainerCallback):
             raise NerVEError(
                 "probe='train_batch' needs the training batch: call measure(model, step, batch=...)"
             )
+        t0 = time.perf_counter()
         report = analyze(
             model,
             inputs,
@@ -78,6 +90,8 @@ class NerVECallback(TrainerCallback):
             gated_pre=self.gated_pre,
             max_tokens=self.max_tokens,
             keep_eigenvalues=self.save_eigenvalues,
+            residual=self.residual,
+            layers_per_pass=self.layers_per_pass,
         )
         rows = []
         for m in report.layers:
@@ -92,31 +106,58 @@ class NerVECallback(TrainerCallback):
                     f.write(json.dumps(row) + "\n")
         self.history.extend(rows)
         self.measured_steps.append(int(step))
+        self.seconds.append(time.perf_counter() - t0)
         if self.on_measure is not None:
             self.on_measure(model, int(step))
         return rows
 
     # ------------------------------------------------------------------ iclr26_core.train_lm
-    def wrap_loss(self, loss_fn=None, start_step: int = 0):
-        """A ``loss_fn(model, batch)`` for `train_lm` that measures after every ``log_steps`` updates."""
+    def step_hook(self, model, start_step: int = 0):
+        """An ``on_step(step, loss)`` for `train_lm`: measures after update ``step + 1`` when it is due.
+
+        It runs after every optimizer step, so it counts updates, whatever the loss calls. The probe must be
+        a batch (for ``probe="train_batch"`` use `wrap_loss`)."""
+        if self.probe == "train_batch":
+            raise NerVEError("probe='train_batch' needs the training batch: use wrap_loss() and finish()")
+
+        def on_step(step: int, loss: float = float("nan")) -> None:
+            done = start_step + int(step) + 1
+            if self.due(done) and done not in self.measured_steps:
+                self.measure(model, done)
+
+        return on_step
+
+    def wrap_loss(self, loss_fn=None, start_step: int = 0, accumulation_steps: int = 1):
+        """A ``loss_fn(model, batch)`` that measures after every ``log_steps`` updates.
+
+        One update is ``accumulation_steps`` training calls (gradient accumulation); calls in eval mode or
+        without grad are evaluations and do not count. The measurement of update s happens at the first
+        call of update s + 1 (so call `finish` after the loop); with ``probe="train_batch"`` it uses the
+        last batch update s trained on."""
         from iclr26_core.train import causal_lm_loss
 
+        if accumulation_steps < 1:
+            raise NerVEError(f"accumulation_steps must be ≥ 1, got {accumulation_steps}")
         base = loss_fn or causal_lm_loss
-        state = {"step": start_step}
+        state = {"calls": 0}
 
         def fn(model, batch):
             if not (model.training and torch.is_grad_enabled()):  # an evaluation call, not a training step
                 return base(model, batch)
-            s = state["step"]  # updates done so far
-            if s > 0 and self.due(s) and s not in self.measured_steps:
-                self.measure(model, s, batch=batch if self.probe == "train_batch" else None)
-            state["step"] = s + 1
+            done, micro = divmod(state["calls"], accumulation_steps)
+            s = start_step + done  # updates done so far
+            if micro == 0 and s > 0 and self.due(s) and s not in self.measured_steps:
+                self.measure(model, s, batch=self._last_batch if self.probe == "train_batch" else None)
+            state["calls"] += 1
+            self._last_batch = batch
             return base(model, batch)
 
         return fn
 
     def finish(self, model, step: int, batch: Any = None) -> None:
         """Measure after the last update if that step is due (the loss_fn wrapper cannot see it)."""
+        if batch is None and self.probe == "train_batch":
+            batch = self._last_batch
         if self.due(step) and step not in self.measured_steps:
             self.measure(model, step, batch=batch)
 

@@ -21,18 +21,32 @@ def _model_and_out(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (new or empty)")
 
 
-def add_analyze_arguments(p: argparse.ArgumentParser) -> None:
-    _model_and_out(p)
-    p.add_argument("--tokens", type=int, default=_D.tokens, help="tokens to analyse (default %(default)s)")
+def _measure_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample-ratio", type=float, default=_D.sample_ratio, help="fraction of token rows kept")
-    p.add_argument("--batch-size", type=int, default=8, help="rows per forward pass (default %(default)s)")
-    p.add_argument("--layers", type=int, nargs="+", metavar="I", help="layer indices (default: all)")
     p.add_argument(
         "--gated-pre",
         choices=["gate", "up", "product_input"],
         default=_D.gated_pre,
         help="PreAct of gated FFNs (default: the gate branch, as the paper)",
     )
+    p.add_argument(
+        "--residual", action="store_true", help="also the residual stream x + FFN(x) after each block"
+    )
+    p.add_argument(
+        "--layers-per-pass",
+        type=int,
+        metavar="K",
+        help="hold K layers' covariance accumulators at once, one pass over the tokens per K layers "
+        "(memory 2·K·D² floats instead of 2·L·D²; default: all layers in one pass)",
+    )
+
+
+def add_analyze_arguments(p: argparse.ArgumentParser) -> None:
+    _model_and_out(p)
+    p.add_argument("--tokens", type=int, default=_D.tokens, help="tokens to analyse (default %(default)s)")
+    p.add_argument("--batch-size", type=int, default=8, help="rows per forward pass (default %(default)s)")
+    p.add_argument("--layers", type=int, nargs="+", metavar="I", help="layer indices (default: all)")
+    _measure_options(p)
     p.add_argument(
         "--no-center", action="store_true", help="uncentred second moment instead of the covariance"
     )
@@ -45,8 +59,16 @@ def add_track_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default %(default)s)")
     p.add_argument("--batch-size", type=int, default=8, help="rows per step (default %(default)s)")
     p.add_argument(
+        "--probe",
+        choices=["heldout", "train_batch"],
+        default="heldout",
+        help="measure a fixed held-out probe batch in eval mode (default), or the batch each measured "
+        "step trained on (the official callback)",
+    )
+    p.add_argument(
         "--probe-rows", type=int, default=32, help="held-out rows in the probe batch (default %(default)s)"
     )
+    _measure_options(p)
     p.add_argument("--seed", type=int, default=0)
 
 

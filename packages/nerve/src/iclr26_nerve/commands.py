@@ -16,6 +16,10 @@ def _check_common(args: argparse.Namespace) -> Path:
     out = check_out_dir(args.out)  # refuse a non-empty directory before any work
     if args.seq_len < 2:
         raise UserError(f"--seq-len must be ≥ 2, got {args.seq_len}")
+    if not 0 < args.sample_ratio <= 1:
+        raise UserError(f"--sample-ratio must be in (0, 1], got {args.sample_ratio}")
+    if args.layers_per_pass is not None and args.layers_per_pass < 1:
+        raise UserError(f"--layers-per-pass must be ≥ 1, got {args.layers_per_pass}")
     if getattr(args, "batch_size", 1) < 1:
         raise UserError(f"--batch-size must be ≥ 1, got {args.batch_size}")
     if args.text is not None and not Path(args.text).is_file():
@@ -121,8 +125,6 @@ def analyze_cmd(args: argparse.Namespace) -> int:
     out = _check_common(args)
     if args.tokens < 2:
         raise UserError(f"--tokens must be ≥ 2, got {args.tokens}")
-    if not 0 < args.sample_ratio <= 1:
-        raise UserError(f"--sample-ratio must be in (0, 1], got {args.sample_ratio}")
     from iclr26_core.fs import staged_dir
 
     from .analysis import analyze
@@ -138,6 +140,8 @@ def analyze_cmd(args: argparse.Namespace) -> int:
         sample_ratio=args.sample_ratio,
         center=not args.no_center,
         gated_pre=args.gated_pre,
+        residual=args.residual,
+        layers_per_pass=args.layers_per_pass,
     )
     with staged_dir(out) as tmp:
         report.to_json(tmp / "nerve.json")
@@ -170,7 +174,7 @@ def track_cmd(args: argparse.Namespace) -> int:
     from .plots import plot_trajectory
 
     text = _read_text(args, split=None)
-    model, tok, device = _load(args)
+    model, tok, device = _load(args, args.gated_pre)
     blocks = _blocks(text, tok, args.seq_len, None, model)
     n_held = min(max(2, len(blocks) // 10), len(blocks) - 1)
     if len(blocks) < 3:
@@ -178,7 +182,15 @@ def track_cmd(args: argparse.Namespace) -> int:
     train, held = blocks[:-n_held], blocks[-n_held:]
     probe = held[: args.probe_rows]
     with staged_dir(out) as tmp:
-        cb = NerVECallback(probe=probe.to(device), log_steps=args.log_steps, out_dir=tmp)
+        cb = NerVECallback(
+            probe=probe.to(device) if args.probe == "heldout" else "train_batch",
+            log_steps=args.log_steps,
+            sample_ratio=args.sample_ratio,
+            out_dir=tmp,
+            gated_pre=args.gated_pre,
+            residual=args.residual,
+            layers_per_pass=args.layers_per_pass,
+        )
         cfg = TrainConfig(
             steps=args.steps,
             batch_size=args.batch_size,
@@ -188,8 +200,11 @@ def track_cmd(args: argparse.Namespace) -> int:
             device=device,
             desc="track",
         )
-        result = train_lm(model, train, held, cfg, loss_fn=cb.wrap_loss())
-        cb.finish(model, args.steps)
+        if args.probe == "train_batch":  # the batch each measured step trained on
+            result = train_lm(model, train, held, cfg, loss_fn=cb.wrap_loss())
+            cb.finish(model, args.steps)
+        else:  # counts optimizer steps
+            result = train_lm(model, train, held, cfg, on_step=cb.step_hook(model))
         evals = dict(result.evals)
         traj = [
             {

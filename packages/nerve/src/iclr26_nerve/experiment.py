@@ -14,7 +14,10 @@ held-out loss. Arms:
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import statistics
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +64,15 @@ def char_data(
     return CharData(tok, train, val[:probe_blocks], val[probe_blocks : probe_blocks + eval_blocks])
 
 
+def unigram_loss(data: CharData) -> float:
+    """Held-out loss (nats per token) of the unigram model of the training text (add-one smoothing), on the
+    tokens the LM loss scores (positions 1..T-1 of each held-out block): the plateau a model leaves when it
+    starts to use context."""
+    counts = torch.bincount(data.train[:, 1:].flatten(), minlength=len(data.tokenizer)).double() + 1.0
+    logp = (counts / counts.sum()).log()
+    return float(-logp[data.eval[:, 1:].flatten()].mean())
+
+
 def char_blocks(texts: list[str], tokenizer: Any, seq_len: int) -> torch.Tensor:
     """`iclr26_core.corpus.token_blocks` for a character tokenizer, as a direct vocabulary lookup.
 
@@ -77,6 +89,54 @@ def char_blocks(texts: list[str], tokenizer: Any, seq_len: int) -> torch.Tensor:
     return torch.tensor(ids[: n * seq_len], dtype=torch.long).view(n, seq_len)
 
 
+SCHEDULES = ("constant", "cosine", "linear")
+DECAY = ("all", "matrices")
+
+
+def lr_multiplier(step: int, *, schedule: str, steps: int, warmup_steps: int, min_lr_ratio: float) -> float:
+    """Multiplier of the base lr at optimizer step ``step`` (0-based): linear warmup over ``warmup_steps``,
+    then ``constant`` (1), ``cosine`` (to ``min_lr_ratio``) or ``linear`` (to ``min_lr_ratio``; with 0 it is
+    `transformers`' "polynomial" decay of power 1, the paper's schedule)."""
+    if warmup_steps and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = min((step - warmup_steps) / max(steps - warmup_steps, 1), 1.0)
+    if schedule == "cosine":
+        return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    return min_lr_ratio + (1 - min_lr_ratio) * (1 - progress)
+
+
+def make_optimizer(net, *, lr: float, weight_decay: float, betas: tuple[float, float], decay: str):
+    """AdamW; ``decay="matrices"`` decays only ≥ 2-D weights (no decay on biases and LayerNorm gains, as
+    `transformers.Trainer` and nanoGPT do), ``"all"`` decays every parameter (torch's default)."""
+    params = [p for p in net.parameters() if p.requires_grad]
+    if decay == "all":
+        groups = [{"params": params, "weight_decay": weight_decay}]
+    else:
+        groups = [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+
+
+def overhead(measure_seconds: list[float], stamps: list[float], log_steps: int) -> dict:
+    """The callback's cost: median seconds of one NerVE measurement against the median interval between
+    optimizer steps (most intervals hold one training step only; those after a due step also hold the
+    measurement and the held-out evaluation, which the median ignores)."""
+    if not measure_seconds or len(stamps) < 3:
+        return {}
+    step = statistics.median(b - a for a, b in itertools.pairwise(stamps))
+    measure = statistics.median(measure_seconds)
+    return {
+        "measure_s": measure,
+        "step_s": step,
+        "ratio": measure / step,
+        "percent_at_log_steps": 100 * measure / (measure + log_steps * step),
+    }
+
+
 def train_arm(
     arm: str,
     seed: int,
@@ -90,9 +150,14 @@ def train_arm(
     batch_size: int,
     warmup_steps: int,
     grad_clip: float,
+    betas: tuple[float, float] = (0.9, 0.999),
+    schedule: str = "constant",
+    min_lr_ratio: float = 0.0,
+    decay: str = "matrices",
     device: str = "cpu",
     desc: str | None = None,
     progress: bool = True,
+    position: int | None = None,
     identity_control: bool = False,
     keep_state: bool = False,
 ) -> dict:
@@ -129,12 +194,28 @@ def train_arm(
         device=device,
         progress=progress,
         desc=desc or f"{arm} seed {seed}",
+        position=position,
     )
+    optimizer = make_optimizer(net, lr=lr, weight_decay=weight_decay, betas=betas, decay=decay)
+
+    def mult(step: int) -> float:
+        return lr_multiplier(
+            step, schedule=schedule, steps=steps, warmup_steps=warmup_steps, min_lr_ratio=min_lr_ratio
+        )
+
+    hook = cb.step_hook(net)
+    stamps: list[float] = []
+
+    def on_step(step: int, loss: float) -> None:
+        stamps.append(time.perf_counter())  # before the measurement: intervals time one training step
+        hook(step, loss)
+
     diverged, evals = "", {}
     try:
-        result = train_lm(net, data.train, data.eval, cfg, loss_fn=cb.wrap_loss())
+        result = train_lm(
+            net, data.train, data.eval, cfg, optimizer=optimizer, lr_schedule=mult, on_step=on_step
+        )
         evals = dict(result.evals)
-        cb.finish(net, steps)
     except TrainingDiverged as exc:
         diverged = str(exc)
     trajectory = []
@@ -148,6 +229,7 @@ def train_arm(
         "init": [m.to_dict() for m in init.layers],
         "trajectory": trajectory,
         "final_loss": evals.get(steps, float("nan")),
+        "overhead": overhead(cb.seconds, stamps, log_steps),
     }
     if keep_state:
         out["snapshots"] = snapshots

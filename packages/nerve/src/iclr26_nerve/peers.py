@@ -2,8 +2,9 @@
 
 * ``nnsight``: an independent activation capture (``c_fc.output`` / ``c_proj.input``); our metrics must agree
   with metrics computed from its tensors to 1e-5 relative.
-* ``transformer-lens``: ``blocks.i.mlp.hook_pre`` / ``hook_post`` of a HookedTransformer built from a tiny config;
-  NerVE on its cached tensors vs `analyze` through a registered architecture.
+* ``transformer-lens``: the trained GPT-2 loaded into a HookedTransformer (its own forward code); NerVE of its
+  ``blocks.i.mlp.hook_pre`` / ``hook_post`` cache vs ours, and `analyze` on the HookedTransformer itself (a
+  model without ``config``, through `register_architecture`).
 * ``scikit-dimension``: intrinsic dimension (lPCA, TwoNN) of the PostAct matrix (≤ 2000 rows) per layer,
   compared with PR_post by Spearman rank (different estimators: no agreement threshold).
 * ``weightwatcher``: power-law α of each ``c_fc`` weight across the training checkpoints; r(α, loss) next to
@@ -25,6 +26,7 @@ import torch
 
 from .analysis import analyze, capture_activations
 from .spectrum import layer_metrics
+from .stats import pearson, spearman
 
 
 def _installed(module: str) -> bool:
@@ -33,18 +35,6 @@ def _installed(module: str) -> bool:
 
 def _rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(b), 1e-12)
-
-
-def _pearson(x, y) -> float:
-    from .reproduce import _corr
-
-    return _corr(list(x), list(y))
-
-
-def _spearman(x, y) -> float:
-    from .reproduce import _corr, _ranks
-
-    return _corr(_ranks(list(x)), _ranks(list(y)))
 
 
 def peer_nnsight(model, probe: torch.Tensor) -> dict:
@@ -59,48 +49,86 @@ def peer_nnsight(model, probe: torch.Tensor) -> dict:
             post = getattr(block.mlp.c_proj, "input", None)
             post = (post if post is not None else block.mlp.c_proj.inputs[0][0]).save()
             saved.append((pre, post))
-    worst = 0.0
-    for m, (pre, post) in zip(ours.layers, saved, strict=True):
+    theirs = []
+    for pre, post in saved:
         pre, post = (getattr(t, "value", t) for t in (pre, post))
-        theirs = layer_metrics(
-            pre.reshape(-1, pre.shape[-1]), post.reshape(-1, post.shape[-1]), dtype=torch.float64
-        )
-        for key in ("se_pre", "se_post", "pr_pre", "pr_post", "eee_pre", "eee_post", "js"):
-            worst = max(
-                worst, _rel(getattr(m, key), getattr(theirs, key)) if key != "js" else abs(m.js - theirs.js)
+        theirs.append(
+            layer_metrics(
+                pre.reshape(-1, pre.shape[-1]), post.reshape(-1, post.shape[-1]), dtype=torch.float64
             )
+        )
+    worst = _worst(ours.layers, theirs)
     return {"max_rel_diff": worst, "agrees_1e-5": worst <= 1e-5}
 
 
-def peer_transformer_lens(n_layer: int, d: int, d_ffn: int, vocab: int, probe: torch.Tensor) -> dict:
+_KEYS = ("se_pre", "se_post", "pr_pre", "pr_post", "eee_pre", "eee_post", "js")
+
+
+def _worst(ours: list, theirs: list) -> float:
+    """Largest relative difference over the seven metrics (absolute for JS, which can be ≈ 0)."""
+    worst = 0.0
+    for m, t in zip(ours, theirs, strict=True):
+        for key in _KEYS:
+            a, b = getattr(m, key), getattr(t, key)
+            worst = max(worst, abs(a - b) if key == "js" else _rel(a, b))
+    return worst
+
+
+def peer_transformer_lens(model, probe: torch.Tensor) -> dict:
+    """The same trained GPT-2 as a transformer-lens ``HookedTransformer`` (its own forward code): NerVE from
+    its ``hook_pre`` / ``hook_post`` cache against ours on the HF model, and `analyze` run on the
+    HookedTransformer itself (no ``config``: registered under its class name)."""
     from transformer_lens import HookedTransformer, HookedTransformerConfig
+    from transformer_lens.pretrained.weight_conversions import convert_gpt2_weights
 
     from .registry import REGISTRY, register_architecture
 
+    c = model.config
     cfg = HookedTransformerConfig(
-        n_layers=n_layer,
-        d_model=d,
-        d_head=d // 4,
-        n_heads=4,
-        d_mlp=d_ffn,
-        d_vocab=vocab,
-        n_ctx=probe.shape[1],
-        act_fn="gelu_new",
+        n_layers=c.n_layer,
+        d_model=c.n_embd,
+        d_head=c.n_embd // c.n_head,
+        n_heads=c.n_head,
+        d_mlp=c.n_inner or 4 * c.n_embd,
+        d_vocab=c.vocab_size,
+        n_ctx=c.n_positions,
+        act_fn=c.activation_function,
         normalization_type="LN",
+        eps=c.layer_norm_epsilon,
     )
-    tl = HookedTransformer(cfg).eval()
-    _, cache = tl.run_with_cache(probe)
+    tl = HookedTransformer(cfg)
+    tl.load_and_process_state_dict(
+        convert_gpt2_weights(model, cfg),
+        fold_ln=False,
+        center_writing_weights=False,
+        center_unembed=False,
+        fold_value_biases=False,
+    )
+    tl.eval()
+    with torch.no_grad():
+        logits, cache = tl.run_with_cache(probe)
+        ref = model(probe).logits
+    theirs = []
+    for i in range(c.n_layer):
+        pre, post = cache[f"blocks.{i}.mlp.hook_pre"], cache[f"blocks.{i}.mlp.hook_post"]
+        theirs.append(
+            layer_metrics(
+                pre.reshape(-1, pre.shape[-1]), post.reshape(-1, post.shape[-1]), dtype=torch.float64
+            )
+        )
+    ours = analyze(model, probe, dtype=torch.float64)
     register_architecture("HookedTransformer", blocks="blocks", pre="mlp.hook_pre", post="mlp.hook_post")
     try:
-        ours = analyze(tl, {"input": probe}, dtype=torch.float64)
+        on_tl = analyze(tl, {"input": probe}, dtype=torch.float64)
     finally:
         REGISTRY.pop("HookedTransformer", None)
-    worst = 0.0
-    for i, m in enumerate(ours.layers):
-        pre, post = cache[f"blocks.{i}.mlp.hook_pre"], cache[f"blocks.{i}.mlp.hook_post"]
-        t = layer_metrics(pre.reshape(-1, d_ffn), post.reshape(-1, d_ffn), dtype=torch.float64)
-        worst = max(worst, _rel(m.pr_post, t.pr_post), _rel(m.se_pre, t.se_pre))
-    return {"max_rel_diff": worst}
+    worst, worst_tl = _worst(ours.layers, theirs), _worst(on_tl.layers, theirs)
+    return {
+        "max_abs_logit_diff": float((logits - ref).abs().max()),
+        "max_rel_diff": worst,
+        "analyze_on_hooked_transformer_max_rel_diff": worst_tl,
+        "agrees_1e-4": max(worst, worst_tl) <= 1e-4,
+    }
 
 
 def peer_skdim(model, probe: torch.Tensor, pr_post: list[float]) -> dict:
@@ -116,8 +144,8 @@ def peer_skdim(model, probe: torch.Tensor, pr_post: list[float]) -> dict:
         "lPCA": lpca,
         "TwoNN": twonn,
         "PR_post": pr_post,
-        "spearman_lPCA_PR": _spearman(lpca, pr_post),
-        "spearman_TwoNN_PR": _spearman(twonn, pr_post),
+        "spearman_lPCA_PR": spearman(lpca, pr_post),
+        "spearman_TwoNN_PR": spearman(twonn, pr_post),
     }
 
 
@@ -143,8 +171,8 @@ def peer_weightwatcher(snapshots: list[tuple[int, dict]], traj: list[dict]) -> d
     return {
         "steps": steps,
         "alpha": alphas,
-        "r_alpha_loss": _pearson(alphas, losses),
-        "r_se_pre_loss": _pearson([se[s] for s in steps], losses),
+        "r_alpha_loss": pearson(alphas, losses),
+        "r_se_pre_loss": pearson([se[s] for s in steps], losses),
     }
 
 
@@ -160,13 +188,10 @@ def run_peers(runs: dict, data: Any, model_cfg: dict, cfg: Any, ctx: Any) -> dic
     if base.get("state_dict") is not None:
         net.load_state_dict(base["state_dict"])
     probe = data.probe
-    d, d_ffn, n_layer = int(model_cfg["n_embd"]), int(model_cfg["n_inner"]), int(model_cfg["n_layer"])
+    n_layer = int(model_cfg["n_layer"])
     jobs = {
         "nnsight": ("nnsight", lambda: peer_nnsight(net, probe)),
-        "transformer-lens": (
-            "transformer_lens",
-            lambda: peer_transformer_lens(n_layer, d, d_ffn, len(data.tokenizer), probe),
-        ),
+        "transformer-lens": ("transformer_lens", lambda: peer_transformer_lens(net, probe)),
         "scikit-dimension": (
             "skdim",
             lambda: peer_skdim(net, probe, [m["pr_post"] for m in base.get("final", [])]),
@@ -190,7 +215,7 @@ def run_peers(runs: dict, data: Any, model_cfg: dict, cfg: Any, ctx: Any) -> dic
                     "status": f"failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 }
             out[name]["seconds"] = round(time.perf_counter() - t0, 2)
-        ctx.log(f"peer {name}: {out[name]['status']}")
+            ctx.log(f"peer {name}: {out[name]['status']}")  # missing ones: the one "peers not installed" line
         nums = ", ".join(
             f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
             for k, v in out[name].items()

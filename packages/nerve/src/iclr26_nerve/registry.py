@@ -100,8 +100,13 @@ def register_architecture(
     REGISTRY[model_type] = ArchSpec(blocks, pre, post, gated=gated, split=split, up=up, act=act)
 
 
-def _model_type(model) -> str:
+def model_type_of(model) -> str:
+    """``model.config.model_type``; the class name for a model without a ``config`` (e.g. a
+    ``HookedTransformer``), which is then the key to `register_architecture` it under."""
     return str(getattr(getattr(model, "config", None), "model_type", "") or type(model).__name__)
+
+
+_model_type = model_type_of
 
 
 def is_moe(model) -> bool:

@@ -7,7 +7,9 @@ Per FFN layer the activations X ∈ R^{N×D} (N token rows, D hidden units) give
 whose eigenvalues λ_1 ≥ … ≥ λ_D (clamped at 1e-12) are normalised to λ̂_i = λ_i / Σ_j λ_j. Then
 
     SE  = −Σ_i λ̂_i ln λ̂_i                                ∈ [0, ln D]        spectral entropy
+    RankMe = exp(SE)                                      ∈ [1, D]           effective rank
     PR  = (Σ_i λ_i)² / Σ_i λ_i²                           ∈ [1, D]           participation ratio
+    PR/D                                                  ∈ [1/D, 1]         "return on width"
     EEE = (2/D) Σ_{k=1..D} (S_k − k/D),  S_k = Σ_{i≤k} λ̂_i, clamped to [0, 1]  early enrichment
     JS  = ½ KL(P‖M) + ½ KL(Q‖M),  M = ½(P + Q)           ∈ [0, ln 2]        Jensen–Shannon
 
@@ -85,6 +87,11 @@ class StreamingCovariance:
         self.mean += delta * (nb / n)
         self.n = n
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the accumulator: the [D, D] scatter matrix and the [D] mean, (D² + D) floats."""
+        return self.m2.untyped_storage().nbytes() + self.mean.untyped_storage().nbytes()
+
     def covariance(self) -> torch.Tensor:
         if self.n < 2:
             raise NerVEError(f"need at least 2 token rows for a covariance, got N = {self.n}")
@@ -139,6 +146,11 @@ def spectral_entropy(eigs) -> float:
     """SE = −Σ λ̂_i ln λ̂_i ∈ [0, ln D] (0 ln 0 = 0). exp(SE) is RankMe."""
     p = normalised(eigs)
     return float(-torch.special.xlogy(p, p).sum())
+
+
+def rankme(eigs) -> float:
+    """RankMe = exp(SE) ∈ [1, D]: the effective rank of Garrido et al. (2023), the exponential of `spectral_entropy`."""
+    return math.exp(spectral_entropy(eigs))
 
 
 def participation_ratio(eigs) -> float:
@@ -197,6 +209,15 @@ class LayerMetrics:
     d_model: int | None  # rank bound: rank(Σ_pre) ≤ min(d_model, N − 1), so PR_pre ≤ d_model
     d_ffn: int
     rank_capped: bool = False  # N < 4·D: PR and SE are capped by N
+    rankme_pre: float = float("nan")  # exp(SE_pre)
+    rankme_post: float = float("nan")  # exp(SE_post)
+    pr_pre_per_d: float = float("nan")  # PR_pre / D ("return on width", D = d_ffn)
+    pr_post_per_d: float = float("nan")  # PR_post / D
+    # the residual stream after the block, x + FFN(x) (width d_model), when captured (residual=True)
+    se_res: float | None = None
+    pr_res: float | None = None
+    eee_res: float | None = None
+    rankme_res: float | None = None
 
     @property
     def reinjects(self) -> bool:
@@ -214,12 +235,22 @@ def metrics_from_spectra(
     layer: int = 0,
     n_tokens: int = 0,
     d_model: int | None = None,
+    eig_res: torch.Tensor | None = None,
 ) -> LayerMetrics:
-    """`LayerMetrics` from the two eigenvalue vectors (descending, clamped)."""
+    """`LayerMetrics` from the two eigenvalue vectors (descending, clamped), and the residual stream's."""
     se_pre, se_post = spectral_entropy(eig_pre), spectral_entropy(eig_post)
     pr_pre, pr_post = participation_ratio(eig_pre), participation_ratio(eig_post)
     eee_pre, eee_post = eigenvalue_early_enrichment(eig_pre), eigenvalue_early_enrichment(eig_post)
     d_ffn = int(eig_post.numel())
+    res = {}
+    if eig_res is not None:
+        se_res = spectral_entropy(eig_res)
+        res = dict(
+            se_res=se_res,
+            pr_res=participation_ratio(eig_res),
+            eee_res=eigenvalue_early_enrichment(eig_res),
+            rankme_res=math.exp(se_res),
+        )
     return LayerMetrics(
         layer=layer,
         se_pre=se_pre,
@@ -236,6 +267,11 @@ def metrics_from_spectra(
         d_model=d_model,
         d_ffn=d_ffn,
         rank_capped=bool(n_tokens < 4 * d_ffn),
+        rankme_pre=math.exp(se_pre),
+        rankme_post=math.exp(se_post),
+        pr_pre_per_d=pr_pre / d_ffn,
+        pr_post_per_d=pr_post / d_ffn,
+        **res,
     )
 
 
