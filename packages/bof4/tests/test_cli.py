@@ -8,29 +8,18 @@ import pytest
 import torch
 
 from iclr26_bof4.cli import main
+from iclr26_core import testing
 from iclr26_core.models import tiny_model
-from iclr26_core.testing import (
-    assert_help_is_fast,
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    run_cli,
-    smoke_run_fixture,
-)
+from iclr26_core.testing import assert_one_line_error, assert_refuses_nonempty_out, run_cli
 from iclr26_core.tokenizers import train_bpe
 
-smoke_run = smoke_run_fixture(main)
-
-
-def test_help_does_not_import_torch():
-    assert_help_is_fast("iclr26_bof4", ["quantize", "--help"])
+smoke_run = testing.smoke_run_fixture(main)
+test_help_does_not_import_torch = testing.fast_help_test("iclr26_bof4", ["quantize", "--help"])
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
-    out, res = smoke_run
     files = ["error_vs_blocksize.png", "codebooks.json", "bench.md"]
-    m = check_smoke_report(out, res, "bof4", claims=["C1", "C2", "C3", "C4", "C5", "C6"], files=files)
-    claims = {c["id"]: c for c in m["claims"]}
+    m, claims = testing.check_smoke_report(smoke_run, "bof4", "C1 C2 C3 C4 C5 C6", files=files)
     # recompute the verdicts from the raw numbers with the spec's rules
     assert claims["C1"]["holds"] == (max(m["c1"].values()) <= 2e-2)
     mse = {k: {int(i): v for i, v in d.items()} for k, d in m["errors"]["mse"].items()}
@@ -46,7 +35,7 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
         lm["delta_ppl"]["bof4s-mse+opq"] <= lm["delta_ppl"]["nf4"]
     )
     assert claims["C6"]["holds"] == c6
-    books = json.loads((out / "codebooks.json").read_text())
+    books = json.loads((smoke_run[0] / "codebooks.json").read_text())
     assert len(books["c1_data_driven"]["bof4s-mse"]) == 16
 
 

@@ -6,18 +6,18 @@ import re
 import pytest
 
 from iclr26_calgacus.cli import main
-from iclr26_core.testing import assert_help_is_fast, check_smoke_report, reproduce_smoke, run_cli
+from iclr26_core import testing
+from iclr26_core.testing import reproduce_smoke, run_cli
 
-
-def test_help_does_not_import_torch():
-    assert_help_is_fast("iclr26_calgacus")
+test_help_does_not_import_torch = testing.fast_help_test("iclr26_calgacus")
 
 
 def test_reproduce_smoke_writes_computed_report(tmp_path, tiny_smoke):
     out = tmp_path / "run"
-    res = reproduce_smoke(main, out)
     files = ["examples.md", "logprob_hist.png"]
-    m = check_smoke_report(out, res, "calgacus", claims=["C1", "C2", "C3", "C4", "C5", "C6"], files=files)
+    m, _ = testing.check_smoke_report(
+        (out, reproduce_smoke(main, out)), "calgacus", "C1 C2 C3 C4 C5 C6", files=files
+    )
     assert all(c["rule"] for c in m["claims"])
     # verdicts are recomputed from the raw numbers
     c1 = next(c for c in m["claims"] if c["id"] == "C1")

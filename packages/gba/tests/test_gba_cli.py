@@ -6,29 +6,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from iclr26_core.testing import (
-    assert_help_is_fast,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    reproduce_smoke,
-    run_cli,
-)
+from iclr26_core import testing
+from iclr26_core.testing import assert_refuses_nonempty_out, reproduce_smoke, run_cli
 from iclr26_gba import GBAError, SparseFeatureModel, TiedSAE, train_sae
 from iclr26_gba.cli import main
 
-
-def test_help_does_not_import_torch():
-    assert_help_is_fast("iclr26_gba")
-    res = run_cli(main, ["--help"])
-    assert res.code == 0 and "reproduce" in res.stdout and "train" in res.stdout
+test_help_does_not_import_torch = testing.fast_help_test("iclr26_gba", mentions=["reproduce", "train"])
 
 
 def test_reproduce_smoke_writes_computed_report(tmp_path):
     out = tmp_path / "run"
-    res = reproduce_smoke(main, out)
     files = ["resonance.png", "firing_gba.png"]
-    m = check_smoke_report(out, res, "gba", claims=["C1", "C2", "C3", "C4"], files=files)
-    claims = {c["id"]: c for c in m["claims"]}
+    m, claims = testing.check_smoke_report(
+        (out, reproduce_smoke(main, out)), "gba", "C1 C2 C3 C4", files=files
+    )
     # the verdicts follow from the raw numbers in metrics.json (recomputed here independently)
     arms = m["arms"]
 
@@ -129,30 +120,9 @@ def test_train_and_evaluate_on_a_saved_checkpoint(tmp_path, saved_gpt2):
 
 def test_synthetic_verb(tmp_path):
     out = tmp_path / "toy"
-    res = run_cli(
-        main,
-        [
-            "synthetic",
-            "--features",
-            "12",
-            "--dim",
-            "8",
-            "--sparsity",
-            "1:0.5,2:0.5",
-            "--method",
-            "topk",
-            "--k",
-            "2",
-            "--neurons",
-            "24",
-            "--steps",
-            "30",
-            "--batch-size",
-            "64",
-            "--out",
-            str(out),
-        ],
-    )
+    toy = ["--features", "12", "--dim", "8", "--sparsity", "1:0.5,2:0.5", "--method", "topk", "--k", "2"]
+    sae = ["--neurons", "24", "--steps", "30", "--batch-size", "64", "--out", str(out)]
+    res = run_cli(main, ["synthetic", *toy, *sae])
     assert res.code == 0, res.stderr
     rec = json.loads((out / "recovery.json").read_text())
     assert {"frr@0.8", "frr@0.9", "mcc", "l0", "fvu", "dead_fraction"} <= set(rec) and rec["l0"] <= 2
@@ -187,26 +157,8 @@ def test_bad_reproduce_and_train_input(tmp_path, saved_gpt2):
     out = tmp_path / "t"
     res = run_cli(main, ["train", "--model", str(tmp_path / "nope"), "--layer", "1", "--out", str(out)])
     assert res.code == 2 and "does not exist" in res.stderr and not out.exists()
-    res = run_cli(
-        main,
-        [
-            "train",
-            "--model",
-            str(saved_gpt2),
-            "--layer",
-            "9",
-            "--tokens",
-            "100",
-            "--seq-len",
-            "20",
-            "--neurons",
-            "20",
-            "--steps",
-            "2",
-            "--out",
-            str(out),
-        ],
-    )
+    small = ["--layer", "9", "--tokens", "100", "--seq-len", "20", "--neurons", "20", "--steps", "2"]
+    res = run_cli(main, ["train", "--model", str(saved_gpt2), *small, "--out", str(out)])
     assert res.code == 2 and "layer must be in" in res.stderr and not out.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["full"]
 

@@ -4,28 +4,17 @@ import json
 
 import pytest
 
-from iclr26_core import checkpoints
-from iclr26_core.testing import (
-    assert_help_is_fast,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    odd_model,
-    reproduce_smoke,
-    run_cli,
-)
+from iclr26_core import checkpoints, testing
+from iclr26_core.testing import assert_refuses_nonempty_out, odd_model, reproduce_smoke, run_cli
 from iclr26_nerve.cli import main
 
-
-def test_help_does_not_import_torch():
-    assert_help_is_fast("iclr26_nerve")
-    res = run_cli(main, ["--help"])
-    assert res.code == 0 and "analyze" in res.stdout and "track" in res.stdout
+test_help_does_not_import_torch = testing.fast_help_test("iclr26_nerve", mentions=["analyze", "track"])
 
 
 def test_reproduce_smoke_writes_computed_report(tmp_path):
     out = tmp_path / "run"
     res = reproduce_smoke(main, out, "peers=true")
-    metrics = check_smoke_report(out, res, "nerve", claims=["C1", "C2", "C3", "C4"])
+    metrics, _ = testing.check_smoke_report((out, res), "nerve", "C1 C2 C3 C4")
     report = (out / "report.md").read_text()
     for c in metrics["claims"]:
         assert isinstance(c["holds"], bool) and c["rule"]

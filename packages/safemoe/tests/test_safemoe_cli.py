@@ -6,28 +6,16 @@ import json
 
 import pytest
 
-from iclr26_core.testing import (
-    assert_help_is_fast,
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    run_cli,
-    smoke_run_fixture,
-)
+from iclr26_core import testing
+from iclr26_core.testing import assert_one_line_error, assert_refuses_nonempty_out, run_cli
 from iclr26_safemoe.cli import main
 
-smoke_run = smoke_run_fixture(main)
-
-
-def test_help_does_not_import_torch():
-    assert_help_is_fast("iclr26_safemoe")
+smoke_run = testing.smoke_run_fixture(main)
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
-    out, res = smoke_run
     files = ["arms.md", "drift_per_layer.png", "routing_heatmap.png"]
-    m = check_smoke_report(out, res, "safemoe", claims=["C1", "C2", "C3", "C4", "C5"], files=files)
-    c = {x["id"]: x for x in m["claims"]}
+    m, c = testing.check_smoke_report(smoke_run, "safemoe", "C1 C2 C3 C4 C5", files=files)
     main_ = m["main"]
     arms = main_["arms"]
     h0 = main_["base"]["harmfulness"]
@@ -42,8 +30,10 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
         mean("safemoe", "token_accuracy") >= mean("sft", "token_accuracy") - 0.02 and ratio <= 1.25
     )
     assert set(arms) == {"sft", "safemoe", "safemoe_no_attack", "datamix", "proximal"}
-    assert "| C5 |" in res.stdout and "claims hold" in res.stdout
-    assert "defended without attack" in (out / "arms.md").read_text()
+    assert "defended without attack" in (smoke_run[0] / "arms.md").read_text()
+
+
+test_help_does_not_import_torch = testing.fast_help_test("iclr26_safemoe")
 
 
 def test_reproduce_refuses_nonempty_out(tmp_path):
@@ -75,20 +65,24 @@ def user_files(tmp_path_factory):
     return d
 
 
+def _extract(d, prompts: str, out: str, *extra: str):
+    """``extract`` on the saved tiny OLMoE with the prompts file ``prompts``, writing ``out``."""
+    args = [
+        "extract",
+        "--model",
+        str(d / "olmoe"),
+        "--prompts",
+        str(d / prompts),
+        *extra,
+        "--out",
+        str(d / out),
+    ]
+    return run_cli(main, args)
+
+
 def test_extract_finetune_drift(user_files):
     d = user_files
-    r = run_cli(
-        main,
-        [
-            "extract",
-            "--model",
-            str(d / "olmoe"),
-            "--prompts",
-            str(d / "safe.jsonl"),
-            "--out",
-            str(d / "ref.safetensors"),
-        ],
-    )
+    r = _extract(d, "safe.jsonl", "ref.safetensors")
     assert r.code == 0, r.output
     from iclr26_safemoe import RoutingReference
 
@@ -198,34 +192,10 @@ def test_bad_prompts_and_models(user_files):
         "no MoE router found",
     )
     assert_one_line_error(
-        run_cli(
-            main,
-            [
-                "extract",
-                "--model",
-                str(d / "olmoe"),
-                "--prompts",
-                str(d / "empty.jsonl"),
-                "--out",
-                str(d / "x.safetensors"),
-            ],
-        ),
+        _extract(d, "empty.jsonl", "x.safetensors"),
         "prompts are empty",
     )
     assert not (d / "x.safetensors").exists()
     with pytest.warns(UserWarning, match="truncated"):
-        r = run_cli(
-            main,
-            [
-                "extract",
-                "--model",
-                str(d / "olmoe"),
-                "--prompts",
-                str(d / "safe.jsonl"),
-                "--max-length",
-                "3",
-                "--out",
-                str(d / "short.safetensors"),
-            ],
-        )
+        r = _extract(d, "safe.jsonl", "short.safetensors", "--max-length", "3")
     assert r.code == 0, r.output

@@ -12,6 +12,7 @@ from iclr26_core.testing import (
     assert_one_line_error,
     assert_refuses_nonempty_out,
     check_smoke_report,
+    fast_help_test,
     imports_torch,
     reproduce_smoke,
     run_cli,
@@ -224,13 +225,16 @@ smoke_run = smoke_run_fixture(_fixture_main)
 
 def test_cli_skeleton_helpers(smoke_run, monkeypatch):
     out, res = smoke_run
-    m = check_smoke_report(out, res, "fixture_paper", claims=["C1"])
-    assert m["n"] == 10
+    m, claims = check_smoke_report(smoke_run, "fixture_paper", "C1")
+    assert m["n"] == 10 and list(claims) == ["C1"] and claims["C1"]["measured"] == m["mean"]
     for kwargs in ({"claims": ["C1", "C2"]}, {"files": ["figure.png"]}, {"scale": "cpu"}):
         with pytest.raises(AssertionError):
-            check_smoke_report(out, res, "fixture_paper", **kwargs)
+            check_smoke_report(smoke_run, "fixture_paper", **kwargs)
     with pytest.raises(AssertionError):
-        check_smoke_report(out, CliResult(0, res.stdout.replace("| C1 |", "| C9 |"), ""), "fixture_paper")
+        check_smoke_report((out, CliResult(0, res.stdout.replace("| C1 |", "| C9 |"), "")), "fixture_paper")
     monkeypatch.setenv("PYTHONPATH", str(HERE))
     assert_help_is_fast("fixture_paper", ["hello", "--help"])
+    fast_help_test("fixture_paper", mentions=["hello", "reproduce"])()
+    with pytest.raises(AssertionError, match="does not mention"):
+        fast_help_test("fixture_paper", mentions=["goodbye"])()
     assert imports_torch(["import json", "import torch"]) is True

@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from iclr26_core.lazy import lazy_exports, package_version
+from iclr26_core.lazy import lazy_exports, lazy_package, package_version
 from iclr26_core.testing import imports_torch
 
 
@@ -32,3 +32,19 @@ def test_package_version():
 
 def test_importing_the_core_does_not_import_torch():
     assert imports_torch("import iclr26_core, iclr26_core.lazy, iclr26_core.cli") is False
+
+
+def test_lazy_package_lists_names_per_submodule(monkeypatch):
+    pkg = types.ModuleType("lazy_pkg2")
+    pkg.__path__ = []
+    sub = types.ModuleType("lazy_pkg2.maths")
+    sub.square, sub.cube = (lambda x: x * x), (lambda x: x**3)
+    monkeypatch.setitem(sys.modules, "lazy_pkg2", pkg)
+    monkeypatch.setitem(sys.modules, "lazy_pkg2.maths", sub)
+    version, names, pkg.__getattr__, pkg.__dir__ = lazy_package(
+        "lazy_pkg2", "iclr26-core", {"maths": "square cube", "other": ["Thing"]}
+    )
+    assert version == package_version("iclr26-core") and names == ["__version__", "square", "cube", "Thing"]
+    assert pkg.cube(2) == 8 and "Thing" in pkg.__dir__()
+    with pytest.raises(ValueError, match="exported from both"):
+        lazy_package("lazy_pkg2", "iclr26-core", {"maths": "square", "other": "square"})

@@ -13,51 +13,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from iclr26_core.lazy import lazy_exports, package_version
+from iclr26_core.lazy import lazy_package
 
-__version__ = package_version("iclr26-bof4")
+# submodule -> the public names it defines, loaded on first access
+__version__, __all__, __getattr__, __dir__ = lazy_package(
+    __name__,
+    "iclr26-bof4",
+    {
+        "config": "BOF4Config CODEBOOK_NAMES",
+        "codebooks": "codebook",
+        "lloyd": "derive_codebook",
+        "quantizer": "quantize dequantize quantization_error Quantized",
+        "layer": "BOF4Linear",
+        "model": "apply_to_model QuantReport save_packed load_packed",
+    },
+)
 
-# public name -> submodule that defines it
-_EXPORTS: dict[str, str] = {
-    "BOF4Config": "config",
-    "CODEBOOK_NAMES": "config",
-    "codebook": "codebooks",
-    "derive_codebook": "lloyd",
-    "quantize": "quantizer",
-    "dequantize": "quantizer",
-    "quantization_error": "quantizer",
-    "Quantized": "quantizer",
-    "BOF4Linear": "layer",
-    "apply_to_model": "model",
-    "QuantReport": "model",
-    "save_packed": "model",
-    "load_packed": "model",
-}
-
-__all__ = [  # noqa: RUF022 - grouped as in the spec
-    "__version__",
-    "BOF4Config",
-    "CODEBOOK_NAMES",
-    "codebook",
-    "derive_codebook",
-    "quantize",
-    "dequantize",
-    "quantization_error",
-    "Quantized",
-    "BOF4Linear",
-    "apply_to_model",
-    "QuantReport",
-    "save_packed",
-    "load_packed",
-]
-assert set(__all__) == {"__version__", *_EXPORTS}
-
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .codebooks import codebook
-    from .config import CODEBOOK_NAMES, BOF4Config
-    from .layer import BOF4Linear
-    from .lloyd import derive_codebook
-    from .model import QuantReport, apply_to_model, load_packed, save_packed
-    from .quantizer import Quantized, dequantize, quantization_error, quantize
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only (names re-exported above)
+    from .codebooks import codebook  # noqa: F401
+    from .config import CODEBOOK_NAMES, BOF4Config  # noqa: F401
+    from .layer import BOF4Linear  # noqa: F401
+    from .lloyd import derive_codebook  # noqa: F401
+    from .model import QuantReport, apply_to_model, load_packed, save_packed  # noqa: F401
+    from .quantizer import Quantized, dequantize, quantization_error, quantize  # noqa: F401

@@ -96,21 +96,35 @@ def lloyd(
     cum_wx = torch.cat([zero, (ws * xs).cumsum(0)]) if metric == "mse" else None
     n = xs.numel()
 
-    converged, it = False, 0
-    for it in range(1, max_iter + 1):  # noqa: B007 - `it` is reported
+    def centroids(levels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         thresholds = (levels[:-1] + levels[1:]) / 2
         bounds = torch.searchsorted(xs, thresholds, side="left")  # first sample >= ξ
         starts = torch.cat([bounds.new_zeros(1), bounds])
         ends = torch.cat([bounds, bounds.new_full((1,), n)])
         mass = cum_w[ends] - cum_w[starts]
         if metric == "mse":
-            update = (cum_wx[ends] - cum_wx[starts]) / mass.clamp_min(1e-300)
-        else:
-            half = (cum_w[starts] + cum_w[ends]) / 2
-            k = torch.searchsorted(cum_w[1:], half, side="left")  # first k with Σ_{≤k} ω ≥ half
-            k = torch.minimum(torch.maximum(k, starts), (ends - 1).clamp_min(0))
-            update = xs[k.clamp(0, n - 1)]
-        new = torch.where(fixed_t | (mass <= 0), levels, update)
+            return (cum_wx[ends] - cum_wx[starts]) / mass.clamp_min(1e-300), mass <= 0
+        half = (cum_w[starts] + cum_w[ends]) / 2
+        k = torch.searchsorted(cum_w[1:], half, side="left")  # first k with Σ_{≤k} ω ≥ half
+        k = torch.minimum(torch.maximum(k, starts), (ends - 1).clamp_min(0))
+        return xs[k.clamp(0, n - 1)], mass <= 0
+
+    return iterate(levels, centroids, fixed_t, tol, max_iter)
+
+
+def iterate(
+    levels: torch.Tensor,
+    centroids,
+    fixed: torch.Tensor,
+    tol: float,
+    max_iter: int,
+) -> LloydResult:
+    """Lloyd's fixed-point loop: ``centroids(levels) -> (update, empty)`` gives each region's new level and
+    which regions are empty; fixed levels and empty regions keep theirs; stops when no level moves by ``tol``."""
+    converged, it = False, 0
+    for it in range(1, max_iter + 1):  # noqa: B007 - `it` is reported
+        update, empty = centroids(levels)
+        new = torch.where(fixed | empty, levels, update)
         delta = float((new - levels).abs().max())
         levels = new
         if delta < tol:

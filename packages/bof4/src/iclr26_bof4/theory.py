@@ -29,7 +29,7 @@ from functools import lru_cache
 
 import torch
 
-from .lloyd import METRICS, LloydResult
+from .lloyd import METRICS, LloydResult, iterate
 
 SQRT2 = math.sqrt(2.0)
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -154,18 +154,12 @@ def theory_lloyd(
     levels = init.double().clone()
     fixed = fixed.bool()
     one = torch.ones(1, dtype=torch.float64)
-    converged, it = False, 0
-    for it in range(1, max_iter + 1):  # noqa: B007 - `it` is reported
+
+    def centroids(levels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mids = (levels[:-1] + levels[1:]) / 2
         a, b = torch.cat([-one, mids]), torch.cat([mids, one])
         if metric == "mse":
-            update = mse_centroids(a, b, block_size, power=power, n_nodes=n_nodes)
-        else:
-            update = mae_centroids(a, b, block_size, power=power, n_nodes=n_nodes, init=levels)
-        new = torch.where(fixed | (b <= a), levels, update)
-        delta = float((new - levels).abs().max())
-        levels = new
-        if delta < tol:
-            converged = True
-            break
-    return LloydResult(levels, it, converged)
+            return mse_centroids(a, b, block_size, power=power, n_nodes=n_nodes), b <= a
+        return mae_centroids(a, b, block_size, power=power, n_nodes=n_nodes, init=levels), b <= a
+
+    return iterate(levels, centroids, fixed, tol, max_iter)

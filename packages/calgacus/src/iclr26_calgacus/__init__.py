@@ -12,28 +12,18 @@ Public API (imported lazily, so ``import iclr26_calgacus`` does not import torch
 
 from __future__ import annotations
 
-from iclr26_core.lazy import lazy_exports, package_version
+from iclr26_core.lazy import lazy_package
 
-__version__ = package_version("iclr26-calgacus")
-
-_EXPORTS = {
-    "encode": "protocol",
-    "decode": "protocol",
-    "Stegotext": "protocol",
-    "plausibility": "protocol",
-    "random_rank_text": "protocol",
-    "token_ranks": "ranks",
-    "tokens_from_ranks": "ranks",
-    "RankLM": "ranks",
-    "rank_of": "ranks",
-    "token_at_rank": "ranks",
-    "CalgacusError": "ranks",
-    "HFRankLM": "hf",
-    "resolve_model": "hf",
-    "CharNGramLM": "ngram",
-    "load_tiny": "tiny",
-    "CalgacusConfig": "config",
-}
-__all__ = [*sorted(_EXPORTS), "__version__"]
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# submodule -> the public names it defines, loaded on first access
+__version__, __all__, __getattr__, __dir__ = lazy_package(
+    __name__,
+    "iclr26-calgacus",
+    {
+        "protocol": "encode decode Stegotext plausibility random_rank_text",
+        "ranks": "token_ranks tokens_from_ranks RankLM rank_of token_at_rank CalgacusError",
+        "hf": "HFRankLM resolve_model",
+        "ngram": "CharNGramLM",
+        "tiny": "load_tiny",
+        "config": "CalgacusConfig",
+    },
+)

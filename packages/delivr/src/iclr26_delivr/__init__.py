@@ -12,38 +12,22 @@ Importing the package does not import torch: public names load on first access (
 
 from __future__ import annotations
 
-from iclr26_core.lazy import lazy_exports, package_version
+from iclr26_core.lazy import lazy_package
 
-__version__ = package_version("iclr26-delivr")
-
-_EXPORTS: dict[str, str] = {
-    "DeLiVRConfig": "config",
-    "DeLiVR": "model",
-    "DeLiVROutput": "model",
-    "so3_exp": "lie",
-    "so3_log": "lie",
-    "so2_matrix": "lie",
-    "bounded_rotation": "lie",
-    "lie_bias": "bias",
-    "LieBias": "bias",
-    "base_rays": "bias",
-    "lie_velocity": "bias",
-    "delivr_loss": "loss",
-    "LossWeights": "loss",
-    "frame_metrics": "loss",
-    "flicker_error": "loss",
-    "derain": "derain",
-    "blend_weights": "derain",
-    "rainy_clips": "data",
-    "rainy_sequences": "data",
-    "RainClips": "data",
-    "train_delivr": "train",
-    "TrainSettings": "train",
-    "masked_attention_mass": "analysis",
-    "convert_official_state_dict": "convert",
-    "load_official": "convert",
-}
-
-__all__ = ["__version__", *_EXPORTS]
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# submodule -> the public names it defines, loaded on first access
+__version__, __all__, __getattr__, __dir__ = lazy_package(
+    __name__,
+    "iclr26-delivr",
+    {
+        "config": "DeLiVRConfig",
+        "model": "DeLiVR DeLiVROutput",
+        "lie": "so3_exp so3_log so2_matrix bounded_rotation",
+        "bias": "lie_bias LieBias base_rays lie_velocity",
+        "loss": "delivr_loss LossWeights frame_metrics flicker_error",
+        "derain": "derain blend_weights",
+        "data": "rainy_clips rainy_sequences RainClips",
+        "train": "train_delivr TrainSettings",
+        "analysis": "masked_attention_mass",
+        "convert": "convert_official_state_dict load_official",
+    },
+)

@@ -5,31 +5,21 @@ The public API is re-exported lazily: ``import iclr26_gba`` does not import torc
 
 from __future__ import annotations
 
-from iclr26_core.lazy import lazy_exports, package_version
+from iclr26_core.lazy import lazy_package
 
-__version__ = package_version("iclr26-gba")
-
-_EXPORTS = {
-    "SparseFeatureModel": "statistical_model",
-    "TiedSAE": "sae",
-    "TopKSAE": "sae",
-    "L1SAE": "sae",
-    "GroupBiasAdaptation": "bias_adaptation",
-    "ba_update": "bias_adaptation",
-    "taf_grid": "bias_adaptation",
-    "train_sae": "training",
-    "TrainedSAE": "training",
-    "recovery_metrics": "metrics",
-    "sae_metrics": "metrics",
-    "cross_seed_consistency": "metrics",
-    "hungarian_mcc": "metrics",
-    "collect_activations": "activations",
-    "resonance_sweep": "resonance",
-    "GBAConfig": "config",
-    "TrainConfig": "config",
-    "GBAError": "errors",
-}
-
-__all__ = ["__version__", *_EXPORTS]
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# submodule -> the public names it defines, loaded on first access
+__version__, __all__, __getattr__, __dir__ = lazy_package(
+    __name__,
+    "iclr26-gba",
+    {
+        "statistical_model": "SparseFeatureModel",
+        "sae": "TiedSAE TopKSAE L1SAE",
+        "bias_adaptation": "GroupBiasAdaptation ba_update taf_grid",
+        "training": "train_sae TrainedSAE",
+        "metrics": "recovery_metrics sae_metrics cross_seed_consistency hungarian_mcc",
+        "activations": "collect_activations",
+        "resonance": "resonance_sweep",
+        "config": "GBAConfig TrainConfig",
+        "errors": "GBAError",
+    },
+)

@@ -7,16 +7,22 @@ from __future__ import annotations
 
 import argparse
 
-from iclr26_core.cli import Verb, paper_cli
+from iclr26_core.cli import Verb, add_model_argument, paper_cli
+
+
+def _seed_init_out_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--bias-init",
+        choices=["zero", "quantile"],
+        default="zero",
+        help="zero (default) or quantile: each neuron starts at its target frequency",
+    )
+    p.add_argument("--out", required=True, metavar="DIR", help="new (or empty) output directory")
 
 
 def _data_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--model",
-        required=True,
-        metavar="ID_OR_PATH",
-        help="transformers model: local directory, hub id, or tiny-gpt2 / tiny-llama[:small]",
-    )
+    add_model_argument(p)
     p.add_argument(
         "--layer", type=int, required=True, help="hidden_states index (0 = embeddings, L = last block)"
     )
@@ -51,14 +57,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         help="train this many SAEs on the same activations and report their cross-seed consistency",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--bias-init",
-        choices=["zero", "quantile"],
-        default="zero",
-        help="zero (default) or quantile: each neuron starts at its target frequency",
-    )
-    p.add_argument("--out", required=True, metavar="DIR", help="new (or empty) output directory")
+    _seed_init_out_args(p)
 
 
 def add_evaluate_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,14 +85,7 @@ def add_synthetic_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--bias-init",
-        choices=["zero", "quantile"],
-        default="zero",
-        help="zero (default) or quantile: each neuron starts at its target frequency",
-    )
-    p.add_argument("--out", required=True, metavar="DIR", help="new (or empty) output directory")
+    _seed_init_out_args(p)
 
 
 app = paper_cli(

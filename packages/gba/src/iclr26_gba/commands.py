@@ -214,7 +214,7 @@ def synthetic(args) -> int:
     from iclr26_core.cli import progress
     from iclr26_core.fs import staged_dir, write_json
 
-    from .metrics import recovery_metrics, sae_metrics
+    from .metrics import recovery_metrics, sae_metrics, scores
     from .plots import plot_recovery
     from .seeding import generator
     from .statistical_model import SparseFeatureModel
@@ -244,12 +244,7 @@ def synthetic(args) -> int:
     ev = sae_metrics(res.sae, model.sample(8192, generator(args.seed, "eval"))[0])
     summary = {
         "method": args.method,
-        "frr@0.8": rec["frr@0.8"],
-        "frr@0.9": rec["frr@0.9"],
-        "mcc": rec["mcc"],
-        "l0": ev["l0"],
-        "fvu": ev["fvu"],
-        "dead_fraction": ev["dead_fraction"],
+        **scores(rec, ev),
         "feature_frequency": float(model.frequencies.mean()),
         "seconds": round(res.seconds, 2),
     }

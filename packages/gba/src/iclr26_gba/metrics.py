@@ -78,6 +78,14 @@ def sae_metrics(sae, x: torch.Tensor, batch_size: int = 4096) -> dict:
     }
 
 
+def scores(rec: dict, ev: dict) -> dict:
+    """The six numbers every SAE row reports: FRR@0.8/0.9 and MCC of `recovery_metrics`, L0, FVU and the dead
+    fraction of `sae_metrics`."""
+    return {k: rec[k] for k in ("frr@0.8", "frr@0.9", "mcc")} | {
+        k: ev[k] for k in ("l0", "fvu", "dead_fraction")
+    }
+
+
 def cross_seed_consistency(
     dict_a: torch.Tensor,
     dict_b: torch.Tensor,

@@ -13,7 +13,7 @@ from typing import Any
 
 from iclr26_core.report import Claim, Results
 
-from .metrics import cross_seed_consistency, recovery_metrics, sae_metrics
+from .metrics import cross_seed_consistency, recovery_metrics, sae_metrics, scores
 from .plots import plot_firing, plot_recovery, plot_resonance
 from .resonance import resonance_sweep
 from .seeding import generator
@@ -71,12 +71,7 @@ def train_arms(cfg, ctx, bar) -> dict[str, list[dict[str, Any]]]:
             out[arm].append(
                 {
                     "seed": seed,
-                    "frr@0.8": rec["frr@0.8"],
-                    "frr@0.9": rec["frr@0.9"],
-                    "mcc": rec["mcc"],
-                    "l0": ev["l0"],
-                    "fvu": ev["fvu"],
-                    "dead_fraction": ev["dead_fraction"],
+                    **scores(rec, ev),
                     "seconds": round(res.seconds, 2),
                     "_max_cos": rec["max_cos"],
                     "_freq": ev["firing_frequency"],

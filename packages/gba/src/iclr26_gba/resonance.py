@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .metrics import recovery_metrics, sae_metrics
+from .metrics import recovery_metrics, sae_metrics, scores
 from .seeding import generator
 from .statistical_model import SparseFeatureModel
 from .training import train_sae
@@ -57,12 +57,7 @@ def resonance_sweep(
             {
                 "ratio": float(ratio),
                 "p": p,
-                "frr@0.8": rec["frr@0.8"],
-                "frr@0.9": rec["frr@0.9"],
-                "mcc": rec["mcc"],
-                "l0": ev["l0"],
-                "fvu": ev["fvu"],
-                "dead_fraction": ev["dead_fraction"],
+                **scores(rec, ev),
                 "seconds": res.seconds,
             }
         )

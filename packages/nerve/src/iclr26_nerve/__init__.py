@@ -8,29 +8,19 @@ not import torch::
 
 from __future__ import annotations
 
-from iclr26_core.lazy import lazy_exports, package_version
+from iclr26_core.lazy import lazy_package
 
-__version__ = package_version("iclr26-nerve")
-
-_EXPORTS = {
-    "eigenspectrum": "spectrum",
-    "spectral_entropy": "spectrum",
-    "participation_ratio": "spectrum",
-    "eigenvalue_early_enrichment": "spectrum",
-    "jensen_shannon": "spectrum",
-    "layer_metrics": "spectrum",
-    "LayerMetrics": "spectrum",
-    "StreamingCovariance": "spectrum",
-    "analyze": "analysis",
-    "NerVEReport": "analysis",
-    "NerVECallback": "callback",
-    "register_architecture": "registry",
-    "REGISTRY": "registry",
-    "build_gpt2": "variants",
-    "apply_variant": "variants",
-    "NerVEConfig": "config",
-    "NerVEError": "errors",
-}
-__all__ = ["__version__", *_EXPORTS]
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# submodule -> the public names it defines, loaded on first access
+__version__, __all__, __getattr__, __dir__ = lazy_package(
+    __name__,
+    "iclr26-nerve",
+    {
+        "spectrum": "eigenspectrum spectral_entropy participation_ratio eigenvalue_early_enrichment jensen_shannon layer_metrics LayerMetrics StreamingCovariance",
+        "analysis": "analyze NerVEReport",
+        "callback": "NerVECallback",
+        "registry": "register_architecture REGISTRY",
+        "variants": "build_gpt2 apply_variant",
+        "config": "NerVEConfig",
+        "errors": "NerVEError",
+    },
+)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from iclr26_core.cli import Verb, paper_cli
+from iclr26_core.cli import Verb, add_model_argument, paper_cli
 
 from .config import NerVEConfig
 
@@ -12,12 +12,7 @@ _D = NerVEConfig()
 
 
 def _model_and_out(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--model",
-        required=True,
-        metavar="ID_OR_PATH",
-        help="local model directory, hub id, or tiny-gpt2 / tiny-llama[:small] (random init)",
-    )
+    add_model_argument(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--text", metavar="FILE", help="a UTF-8 text file")
     src.add_argument("--pydoc", action="store_true", help="Python's own pydoc topics (the default; offline)")

@@ -9,30 +9,17 @@ Importing the package does not import torch: public names load on first access (
 
 from __future__ import annotations
 
-from iclr26_core.lazy import lazy_exports, package_version
+from iclr26_core.lazy import lazy_package
 
-__version__ = package_version("iclr26-safemoe")
-
-_EXPORTS: dict[str, str] = {
-    "SafeMoEConfig": "config",
-    "router_logits": "routing",
-    "capture_router_logits": "routing",
-    "reference_routing": "routing",
-    "RoutingReference": "routing",
-    "routing_alignment_loss": "routing",
-    "routing_drift": "routing",
-    "last_token_index": "routing",
-    "safety_critical_experts": "experts",
-    "selection_frequency": "experts",
-    "mask_experts": "experts",
-    "register_router": "registry",
-    "find_gates": "registry",
-    "SafeMoECallback": "finetune",
-    "safemoe_finetune": "finetune",
-    "alignment_phase": "finetune",
-    "FinetuneResult": "finetune",
-}
-
-__all__ = ["__version__", *_EXPORTS]
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# submodule -> the public names it defines, loaded on first access
+__version__, __all__, __getattr__, __dir__ = lazy_package(
+    __name__,
+    "iclr26-safemoe",
+    {
+        "config": "SafeMoEConfig",
+        "routing": "router_logits capture_router_logits reference_routing RoutingReference routing_alignment_loss routing_drift last_token_index",
+        "experts": "safety_critical_experts selection_frequency mask_experts",
+        "registry": "register_router find_gates",
+        "finetune": "SafeMoECallback safemoe_finetune alignment_phase FinetuneResult",
+    },
+)

@@ -86,6 +86,17 @@ def progress(iterable: Iterable | None = None, *, total: int | None = None, desc
     )
 
 
+def add_model_argument(p: argparse.ArgumentParser, required: bool = True) -> None:
+    """``--model ID_OR_PATH`` for a verb: a local directory or hub id that `iclr26_core.models.load_causal_lm`
+    opens (its tokenizer comes from the same place), or ``tiny-gpt2`` / ``tiny-llama[:small]`` (random init)."""
+    p.add_argument(
+        "--model",
+        required=required,
+        metavar="ID_OR_PATH",
+        help="transformers model: local directory or hub id, or tiny-gpt2 / tiny-llama[:small] (random init)",
+    )
+
+
 def load_ref(ref: str) -> Any:
     """Import ``"package.module:attr"``."""
     module, _, attr = ref.partition(":")

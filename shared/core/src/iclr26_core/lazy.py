@@ -1,8 +1,16 @@
 """Lazy public APIs for paper packages: ``import iclr26_<slug>`` must not import torch (fast ``--help``).
 
-In a package's ``__init__.py``::
+In a package's ``__init__.py``, one statement::
 
-    from iclr26_core.lazy import lazy_exports, package_version
+    from iclr26_core.lazy import lazy_package
+
+    __version__, __all__, __getattr__, __dir__ = lazy_package(
+        __name__,
+        "iclr26-mypaper",
+        {"quantizer": "quantize dequantize Quantized", "config": "MyConfig"},  # submodule -> its public names
+    )
+
+or the same in parts::
 
     __version__ = package_version("iclr26-mypaper")
     _EXPORTS = {"quantize": "quantizer", "Quantized": "quantizer"}   # public name -> submodule
@@ -46,3 +54,17 @@ def lazy_exports(
         return sorted(set(vars(sys.modules[module_name])) | set(exports))
 
     return __getattr__, __dir__
+
+
+def lazy_package(
+    module_name: str, dist: str, by_module: dict[str, str | list[str]]
+) -> tuple[str, list[str], Callable[[str], Any], Callable[[], list[str]]]:
+    """``(__version__, __all__, __getattr__, __dir__)`` of a package whose public names are listed per submodule
+    (``{"quantizer": "quantize dequantize"}``: names separated by spaces, or a list); ``__all__`` keeps that order."""
+    exports: dict[str, str] = {}
+    for sub, names in by_module.items():
+        for name in names.split() if isinstance(names, str) else names:
+            if name in exports:
+                raise ValueError(f"{module_name}: {name!r} is exported from both {exports[name]} and {sub}")
+            exports[name] = sub
+    return (package_version(dist), ["__version__", *exports], *lazy_exports(module_name, exports))

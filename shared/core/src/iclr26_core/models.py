@@ -19,157 +19,63 @@ from .errors import UserError
 # token ids match iclr26_core.tokenizers: 0 = <|endoftext|> (bos/eos), 1 = <pad>
 _IDS = {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 1}
 _TEXT = {"vocab_size": 512, "max_position_embeddings": 256, **_IDS}
+
+
+def _sizes(tiny: dict[str, Any], **small: Any) -> dict[str, dict[str, Any]]:
+    """``{"tiny": tiny, "small": tiny with the fields that grow}``."""
+    return {"tiny": tiny, "small": {**tiny, **small}}
+
+
+_LM = dict(_TEXT, num_hidden_layers=2, num_attention_heads=4)  # what every tiny/small decoder shares
+_MOE = {"num_experts_per_tok": 2}
+_GPT2 = dict(_IDS, vocab_size=512, n_positions=256, n_embd=64, n_layer=2, n_head=4)
+_LLAMA = dict(_LM, hidden_size=64, intermediate_size=176, num_key_value_heads=2)
+_MIXTRAL = dict(
+    _LM, hidden_size=64, intermediate_size=128, num_key_value_heads=2, num_local_experts=4, **_MOE
+)
+_OLMOE = dict(_LM, hidden_size=64, intermediate_size=64, num_key_value_heads=4, num_experts=8, **_MOE)
+_VIT = dict(image_size=32, patch_size=8, num_channels=3, hidden_size=64, intermediate_size=128, num_labels=10)
+_CLIP_TEXT = dict(
+    _IDS, vocab_size=512, max_position_embeddings=64, num_hidden_layers=2, num_attention_heads=4
+)
+_CLIP_VISION = dict(image_size=32, patch_size=8, num_hidden_layers=2, num_attention_heads=4)
+_WIDE = {"hidden_size": 128, "intermediate_size": 256}  # the small size: twice as wide
 _SPECS: dict[str, tuple[str, str, dict[str, dict[str, Any]]]] = {
-    "gpt2": (
-        "GPT2Config",
-        "GPT2LMHeadModel",
-        {
-            "tiny": dict(_IDS, vocab_size=512, n_positions=256, n_embd=64, n_layer=2, n_head=4),
-            "small": dict(_IDS, vocab_size=512, n_positions=256, n_embd=128, n_layer=2, n_head=4),
-        },
-    ),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", _sizes(_GPT2, n_embd=128)),
     "llama": (
         "LlamaConfig",
         "LlamaForCausalLM",
-        {
-            "tiny": dict(
-                _TEXT,
-                hidden_size=64,
-                intermediate_size=176,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-            ),
-            "small": dict(
-                _TEXT,
-                hidden_size=128,
-                intermediate_size=512,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=4,
-            ),
-        },
+        _sizes(_LLAMA, **_WIDE | {"intermediate_size": 512, "num_key_value_heads": 4}),
     ),
     "mixtral": (
         "MixtralConfig",
         "MixtralForCausalLM",
-        {
-            "tiny": dict(
-                _TEXT,
-                hidden_size=64,
-                intermediate_size=128,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                num_local_experts=4,
-                num_experts_per_tok=2,
-            ),
-            "small": dict(
-                _TEXT,
-                hidden_size=128,
-                intermediate_size=256,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=4,
-                num_local_experts=8,
-                num_experts_per_tok=2,
-            ),
-        },
+        _sizes(_MIXTRAL, **_WIDE, num_key_value_heads=4, num_local_experts=8),
     ),
     "olmoe": (
         "OlmoeConfig",
         "OlmoeForCausalLM",
-        {
-            "tiny": dict(
-                _TEXT,
-                hidden_size=64,
-                intermediate_size=64,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=4,
-                num_experts=8,
-                num_experts_per_tok=2,
-            ),
-            "small": dict(
-                _TEXT,
-                hidden_size=128,
-                intermediate_size=128,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=4,
-                num_experts=16,
-                num_experts_per_tok=4,
-            ),
-        },
+        _sizes(_OLMOE, **_WIDE | {"intermediate_size": 128, "num_experts": 16, "num_experts_per_tok": 4}),
     ),
     "vit": (
         "ViTConfig",
         "ViTForImageClassification",
-        {
-            "tiny": dict(
-                image_size=32,
-                patch_size=8,
-                num_channels=3,
-                hidden_size=64,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                intermediate_size=128,
-                num_labels=10,
-            ),
-            "small": dict(
-                image_size=32,
-                patch_size=4,
-                num_channels=3,
-                hidden_size=128,
-                num_hidden_layers=4,
-                num_attention_heads=4,
-                intermediate_size=256,
-                num_labels=10,
-            ),
-        },
+        _sizes(
+            dict(_VIT, num_hidden_layers=2, num_attention_heads=4), **_WIDE, patch_size=4, num_hidden_layers=4
+        ),
     ),
     "clip": (
         "CLIPConfig",
         "CLIPModel",
         {
             "tiny": dict(
-                text_config=dict(
-                    _IDS,
-                    vocab_size=512,
-                    hidden_size=64,
-                    intermediate_size=128,
-                    num_hidden_layers=2,
-                    num_attention_heads=4,
-                    max_position_embeddings=64,
-                ),
-                vision_config=dict(
-                    image_size=32,
-                    patch_size=8,
-                    hidden_size=64,
-                    intermediate_size=128,
-                    num_hidden_layers=2,
-                    num_attention_heads=4,
-                ),
+                text_config=dict(_CLIP_TEXT, hidden_size=64, intermediate_size=128),
+                vision_config=dict(_CLIP_VISION, hidden_size=64, intermediate_size=128),
                 projection_dim=32,
             ),
             "small": dict(
-                text_config=dict(
-                    _IDS,
-                    vocab_size=512,
-                    hidden_size=128,
-                    intermediate_size=256,
-                    num_hidden_layers=2,
-                    num_attention_heads=4,
-                    max_position_embeddings=64,
-                ),
-                vision_config=dict(
-                    image_size=32,
-                    patch_size=4,
-                    hidden_size=128,
-                    intermediate_size=256,
-                    num_hidden_layers=2,
-                    num_attention_heads=4,
-                ),
+                text_config=dict(_CLIP_TEXT, **_WIDE),
+                vision_config=dict(_CLIP_VISION, **_WIDE, patch_size=4),
                 projection_dim=64,
             ),
         },

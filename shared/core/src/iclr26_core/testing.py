@@ -5,20 +5,16 @@ Odd sizes (hidden 36, vocab 99, 3 heads ...) catch shape bugs that powers of two
 
 The CLI-test skeleton of a paper package (``tests/test_cli.py``)::
 
-    from iclr26_core.testing import assert_help_is_fast, check_smoke_report, smoke_run_fixture
+    from iclr26_core.testing import check_smoke_report, fast_help_test, smoke_run_fixture
     from iclr26_mypaper.cli import main
 
-    smoke_run = smoke_run_fixture(main)          # one `reproduce scale=smoke` for the whole module
-
-
-    def test_help_does_not_import_torch():
-        assert_help_is_fast("iclr26_mypaper", ["analyze", "--help"])
+    smoke_run = smoke_run_fixture(main)  # one `reproduce scale=smoke` for the whole module
+    test_help_does_not_import_torch = fast_help_test("iclr26_mypaper", ["analyze", "--help"], mentions=["analyze"])
 
 
     def test_reproduce_smoke_writes_computed_report(smoke_run):
-        out, res = smoke_run
-        m = check_smoke_report(out, res, "mypaper", claims=["C1", "C2"], files=["curve.png"])
-        assert m["claims"][0]["holds"] == (m["err"] < 0.1)   # each verdict recomputed from the raw numbers
+        m, claims = check_smoke_report(smoke_run, "mypaper", "C1 C2", files=["curve.png"])
+        assert claims["C1"]["holds"] == (m["err"] < 0.1)  # each verdict recomputed from the raw numbers
 """
 
 from __future__ import annotations
@@ -31,39 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+_ODD_SIZES = dict(vocab_size=99, hidden_size=36, intermediate_size=52, max_position_embeddings=64)
+_ODD_LM = dict(_ODD_SIZES, num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=1)
 ODD = {
-    "llama": dict(
-        vocab_size=99,
-        hidden_size=36,
-        intermediate_size=52,
-        num_hidden_layers=2,
-        num_attention_heads=3,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-    ),
+    "llama": _ODD_LM,
     "gpt2": dict(vocab_size=99, n_embd=36, n_layer=2, n_head=3, n_positions=64),
-    "mixtral": dict(
-        vocab_size=99,
-        hidden_size=36,
-        intermediate_size=52,
-        num_hidden_layers=2,
-        num_attention_heads=3,
-        num_key_value_heads=1,
-        num_local_experts=3,
-        num_experts_per_tok=2,
-        max_position_embeddings=64,
-    ),
-    "olmoe": dict(
-        vocab_size=99,
-        hidden_size=36,
-        intermediate_size=52,
-        num_hidden_layers=2,
-        num_attention_heads=3,
-        num_key_value_heads=3,
-        num_experts=5,
-        num_experts_per_tok=2,
-        max_position_embeddings=64,
-    ),
+    "mixtral": dict(_ODD_LM, num_local_experts=3, num_experts_per_tok=2),
+    "olmoe": dict(_ODD_LM, num_key_value_heads=3, num_experts=5, num_experts_per_tok=2),
 }
 
 
@@ -174,6 +144,24 @@ def assert_help_is_fast(package: str, *argv: Sequence[str]) -> None:
         raise AssertionError(f"imports torch: {slow}")
 
 
+def fast_help_test(package: str, *argv: Sequence[str], mentions: Sequence[str] = ()) -> Callable[[], None]:
+    """A test function: `assert_help_is_fast` of ``package`` (and ``argv``), and ``--help`` names ``mentions``.
+
+    Assign it at module level: ``test_help_does_not_import_torch = fast_help_test("iclr26_mypaper")``.
+    """
+
+    def test_help_does_not_import_torch() -> None:
+        assert_help_is_fast(package, *argv)
+        if mentions:
+            from importlib import import_module
+
+            res = run_cli(import_module(f"{package}.cli").main, ["--help"])
+            missing = [m for m in mentions if m not in res.stdout]
+            assert res.code == 0 and not missing, f"--help does not mention {missing}:\n{res.output}"
+
+    return test_help_does_not_import_torch
+
+
 def smoke_run_fixture(main: Callable[[Sequence[str]], int | None], *overrides: str, scope: str = "module"):
     """A pytest fixture giving ``(out_dir, CliResult)`` of one ``reproduce scale=smoke`` shared by a test module.
 
@@ -190,23 +178,24 @@ def smoke_run_fixture(main: Callable[[Sequence[str]], int | None], *overrides: s
 
 
 def check_smoke_report(
-    out: str | Path,
-    res: CliResult,
+    run: tuple[str | Path, CliResult],
     slug: str,
+    claims: str | Sequence[str] | None = None,
     *,
-    claims: Sequence[str] | None = None,
     files: Sequence[str] = (),
     scale: str = "smoke",
-) -> dict[str, Any]:
-    """The reproduce contract of a finished run; returns ``metrics.json`` for the package's own checks.
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The reproduce contract of a finished run ``(out_dir, CliResult)`` (what `smoke_run_fixture` gives).
 
     ``config.yaml``, ``metrics.json``, ``report.md`` and ``files`` exist in ``out``; the metrics name the paper,
-    the scale, a ``threads`` count and the claims ``claims`` (ids, in order) with boolean verdicts; the printed
-    table has a row per claim and its summary line counts the claims that hold.
+    the scale and the claims ``claims`` (ids in order, a list or ``"C1 C2"``) with boolean verdicts; the printed
+    table has a row per claim and its summary line counts the claims that hold; ``config.yaml`` records
+    ``threads``. Returns ``(metrics, {claim id: claim})`` for the package's own recomputation of each verdict.
     """
     import json
 
-    out = Path(out)
+    out, res = Path(run[0]), run[1]
+    claims = claims.split() if isinstance(claims, str) else claims
     missing = sorted({"config.yaml", "metrics.json", "report.md", *files} - {p.name for p in out.iterdir()})
     assert not missing, f"not written: {missing}"
     m = json.loads((out / "metrics.json").read_text())
@@ -220,7 +209,7 @@ def check_smoke_report(
     n_hold = sum(c["holds"] for c in m["claims"])
     assert f"{n_hold}/{len(ids)} claims hold" in res.stdout, res.stdout[-500:]
     assert "threads:" in (out / "config.yaml").read_text()
-    return m
+    return m, {c["id"]: c for c in m["claims"]}
 
 
 @contextlib.contextmanager
