@@ -8,7 +8,6 @@ held-out clips of a picture never seen in training. Every verdict is computed fr
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 import numpy as np
@@ -180,7 +179,8 @@ def seed_job(
 
 
 def _run_seeds(cfg, ctx, seeds: list[int]) -> list[dict[str, Any]]:
-    workers = max(1, min(int(cfg.workers), len(seeds), os.cpu_count() or 1))
+    # one process per seed up to ``workers`` (more processes than cores still balances the seeds' work)
+    workers = max(1, min(int(cfg.workers), len(seeds)))
     cfg_dict = OmegaConf.to_container(cfg, resolve=True)
     if workers == 1 or ctx.device != "cpu":
         return [seed_job(cfg_dict, s, ctx.seed, ctx.device) for s in seeds]
