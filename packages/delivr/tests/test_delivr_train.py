@@ -101,3 +101,23 @@ def test_angle_gradient_split_matches_autograd_of_each_term():
     terms = delivr_loss(out, target, LossWeights(angle=w.angle, velocity=0.0))
     assert float(terms["angle"].detach()) == pytest.approx(float(theta.detach().abs().mean()), rel=1e-5)
     assert all(p.grad is None for p in model.parameters())  # the diagnosis leaves no gradients behind
+
+
+def test_bf16_autocast_keeps_the_lie_part_in_fp32():
+    """`train.precision=bf16` (auto on CUDA): the convolutions run in bf16, the rotations and the bias in fp32; the
+    output stays close to the fp32 forward pass (checked on the CPU's bf16 autocast)."""
+    model = tiny().eval()
+    with torch.no_grad():
+        model.so3_head.net[-1].bias.normal_(0, 0.3)
+    frames = torch.rand(1, 3, 3, 16, 16)
+    with torch.no_grad():
+        ref = model(frames)
+        with torch.autocast("cpu", dtype=TrainSettings(precision="bf16").autocast_dtype("cpu")):
+            low = model(frames)
+    assert low.theta.dtype == torch.float32 and low.velocity.dtype == torch.float32
+    assert float((low.theta - ref.theta).abs().max()) < 0.02  # the head's convolutions run in bf16
+    assert float((low.restored.float() - ref.restored).abs().max()) < 0.05
+    assert (
+        TrainSettings().autocast_dtype("cpu") is None
+        and TrainSettings().autocast_dtype("cuda") is torch.bfloat16
+    )
