@@ -21,9 +21,9 @@ else
   MEMBERS := shared/core $(addprefix packages/,$(SLUGS))
 endif
 WHEEL_SLUGS := $(if $(PAPER),$(PAPER),$(SLUGS))
-dist_of = $(if $(filter shared/core,$(1)),iclr26-core,iclr26-$(subst _,-,$(notdir $(1))))
+export UV
 
-.PHONY: help uv sync test test-slow lint reproduce build isolation wheels ci clean
+.PHONY: help uv sync test test-slow lint reproduce build isolation wheels release ci clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,8 +39,9 @@ sync: uv ## install every member and the dev tools into .venv (uv sync --locked)
 test: sync ## the tests of every member (or PAPER=<slug>), slow ones excluded
 	$(UV) run --no-sync pytest $(addsuffix /tests,$(MEMBERS)) $(PYTEST_ARGS)
 
-test-slow: sync ## only the tests marked slow
-	$(UV) run --no-sync pytest $(addsuffix /tests,$(MEMBERS)) -m slow $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5: none marked slow
+SLOW_FILES = $(shell grep -l 'mark\.slow' $(addsuffix /tests/test_*.py,$(MEMBERS)) 2>/dev/null)
+test-slow: sync ## only the tests marked slow (only the files that mark any are collected)
+	$(if $(SLOW_FILES),$(UV) run --no-sync pytest $(SLOW_FILES) -m slow $(PYTEST_ARGS) || [ $$? -eq 5 ],@echo "no slow tests")  # 5: none selected
 
 lint: sync ## ruff check, ruff format --check, the CI workflow against the GitHub schema
 	$(UV) run --no-sync ruff check .
@@ -52,25 +53,27 @@ reproduce: sync ## the paper's claims: make reproduce PAPER=<slug> [ARGS='scale=
 	@test -n "$(PAPER)" || { echo "usage: make reproduce PAPER=<slug> [ARGS='key=value ...']  (slugs: $(SLUGS))"; exit 2; }
 	$(UV) run --no-sync iclr26-$(subst _,-,$(PAPER)) reproduce $(ARGS)
 
-build: uv ## wheels and sdists of every member (or PAPER=<slug>) into dist/
+build: uv ## wheels and sdists of every member (or the core and PAPER=<slug>) into dist/
 	rm -rf dist
-	$(foreach m,$(MEMBERS),$(UV) build --quiet --no-sources --package $(call dist_of,$(m)) --out-dir dist;)
+ifeq ($(PAPER),)
+	$(UV) build --quiet --no-sources --all-packages --out-dir dist
+else
+	$(UV) build --quiet --no-sources --package iclr26-core --out-dir dist
+	$(UV) build --quiet --no-sources --package iclr26-$(subst _,-,$(PAPER)) --out-dir dist
+endif
 
-isolation: uv ## each member synced alone (uv sync --locked --package) and its own tests run
-	for m in $(MEMBERS); do \
-	  if [ "$$m" = shared/core ]; then dist=iclr26-core; else dist=iclr26-$$(basename $$m | tr _ -); fi; \
-	  echo "== $$dist alone"; \
-	  $(UV) sync --quiet --locked --package $$dist --group dev || exit 1; \
-	  $(UV) run --no-sync pytest $$m/tests -q $(PYTEST_ARGS) || exit 1; \
-	done
-	$(UV) sync --quiet --locked --all-packages
+isolation: uv ## each member synced alone (uv sync --locked --package, its own venv) and its own tests run; 2 lanes
+	$(PYTHON) scripts/isolation.py $(if $(PAPER),packages/$(PAPER))
 
-wheels: build ## install the built wheels with pip in a fresh venv; each console script --help and reproduce scale=smoke
-	UV=$(UV) bash scripts/check_wheels.sh dist $(WHEEL_SLUGS)
+wheels: build ## the built wheels in one fresh venv with pip; each console script --help and reproduce scale=smoke
+	bash scripts/check_wheels.sh dist $(WHEEL_SLUGS)
 
-ci: lint test isolation wheels ## everything CI runs: lint, tests, per-member isolation, wheel check
+release: build sync ## dry run of a release: build every wheel and sdist, twine check, versions and changelogs
+	$(UV) run --no-sync python scripts/release_check.py dist
+
+ci: lint isolation test-slow wheels ## everything CI runs: lint, every member's tests synced alone, slow tests, wheels
 	@echo "make ci: all green"
 
-clean: ## remove build outputs, caches and runs/
-	rm -rf dist build .pytest_cache .ruff_cache runs .wheel-venv
+clean: ## remove build outputs, caches, runs/ and the isolation venvs
+	rm -rf dist build .pytest_cache .ruff_cache runs .wheel-venv .venv-iso-*
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
