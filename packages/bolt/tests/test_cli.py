@@ -1,0 +1,164 @@
+"""The CLI: fast --help, reproduce scale=smoke with computed verdicts, the user verbs on a tiny model saved to a
+folder, bad input as one line with nothing half-written."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from iclr26_bolt.cli import main
+from iclr26_core.testing import (
+    assert_one_line_error,
+    assert_refuses_nonempty_out,
+    imports_torch,
+    reproduce_smoke,
+    run_cli,
+)
+
+
+def test_help_does_not_import_torch():
+    assert imports_torch("from iclr26_bolt.cli import main; main(['--help'])") is False
+    assert imports_torch("from iclr26_bolt.cli import main; main(['distill', '--help'])") is False
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke") / "run"
+    return out, reproduce_smoke(main, out)
+
+
+def test_reproduce_smoke_writes_computed_report(smoke_run):
+    out, res = smoke_run
+    names = {p.name for p in out.iterdir()}
+    assert {
+        "config.yaml",
+        "metrics.json",
+        "report.md",
+        "frontier.png",
+        "reliability.png",
+        "reference.md",
+    } <= names
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["paper"] == "bolt" and m["scale"] == "smoke"
+    claims = {c["id"]: c for c in m["claims"]}
+    assert sorted(claims) == ["C1", "C2", "C3", "C4", "C5"]
+    s = m["seeds"]
+    acc = {a: np.mean([x["arms"][a]["acc"] for x in s]) for a in ("odd", "sft", "token_kd")}
+    ece = {a: np.mean([x["arms"][a]["ece"] for x in s]) for a in ("odd", "sft", "token_kd")}
+    assert claims["C2"]["holds"] == bool(acc["odd"] > np.mean([x["teacher_acc"] for x in s]))
+    assert claims["C3"]["holds"] == bool(ece["odd"] < min(ece["sft"], ece["token_kd"]))
+    d1 = np.mean([x["c1_diff"] for x in s])
+    se1 = np.sqrt(np.sum(np.square([x["c1_se"] for x in s]))) / len(s)
+    assert claims["C1"]["holds"] == bool(d1 >= 0.01 and d1 > 2 * se1)
+    ior_g = np.mean([x["c5"]["ior_generation"] for x in s])
+    c5 = ior_g > 0 and np.mean([x["route"]["rows"][1]["ocw_routed"] for x in s]) <= np.mean(
+        [x["route"]["pass1"]["ocw@0.7"] for x in s]
+    )
+    assert claims["C5"]["holds"] == bool(c5)
+    assert all(x["c5"]["ior_scorer"] == 0 for x in s)
+    report = (out / "report.md").read_text()
+    for cid in claims:
+        assert f"| {cid} |" in report and f"| {cid} |" in res.stdout
+
+
+def test_non_empty_out_refused(tmp_path):
+    assert_refuses_nonempty_out(main, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def user_files(tmp_path_factory):
+    """A tiny GPT-2 + tokenizer saved to folders (as a user's models arrive) and items JSONL files."""
+    from iclr26_core.testing import odd_model
+    from iclr26_core.tokenizers import train_bpe
+
+    d = tmp_path_factory.mktemp("user")
+    tok = train_bpe(300)
+    for name, seed in (("teacher", 1), ("student", 2)):
+        odd_model("gpt2", seed=seed, vocab_size=len(tok), n_positions=256).save_pretrained(d / name)
+        tok.save_pretrained(d / name)
+    rng = np.random.default_rng(0)
+    objs = ["cup", "red block", "plate", "green bowl"]
+
+    def write(name, n, with_type=True):
+        rows = []
+        for i in range(n):
+            order = rng.permutation(4).tolist()
+            rows.append({"id": f"{name}{i}", "question": "which object is it ?", "options": [objs[j] for j in order],
+                         "answer": int(order.index(i % 4)), "type": "obj" if with_type else None})  # fmt: skip
+        (d / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    write("train", 10)
+    write("val", 6)
+    write("test", 4)
+    return d
+
+
+def test_user_verbs_end_to_end(user_files):
+    d = user_files
+    res = run_cli(main, ["cache-teacher", "--model", str(d / "teacher"), "--data", str(d / "train.jsonl"),
+                         "--out", str(d / "cache.jsonl")])  # fmt: skip
+    assert res.code == 0, res.output
+    assert len((d / "cache.jsonl").read_text().splitlines()) == 10
+    res = run_cli(main, ["distill", "--student", str(d / "student"), "--data", str(d / "train.jsonl"),
+                         "--cache", str(d / "cache.jsonl"), "--out", str(d / "distilled"), "--val",
+                         str(d / "val.jsonl"), "--steps", "5", "--grad-accum", "4", "--qd-tokens", "4"])  # fmt: skip
+    assert res.code == 0, res.output
+    names = {p.name for p in (d / "distilled").iterdir()}
+    assert {"adapter_model.safetensors", "adapter_config.json", "temperature.json", "router.json",
+            "router.safetensors", "metrics.json", "tokenizer.json"} <= names  # fmt: skip
+    router = json.loads((d / "distilled" / "router.json").read_text())
+    assert [a["name"] for a in router["actions"]] == ["tmRAG", "QD"]  # no images: no HR
+    res = run_cli(main, ["answer", "--model", str(d / "distilled"), "--data", str(d / "test.jsonl"),
+                         "--out", str(d / "preds.jsonl"), "--qd-tokens", "4"])  # fmt: skip
+    assert res.code == 0, res.output
+    preds = [json.loads(x) for x in (d / "preds.jsonl").read_text().splitlines()]
+    summary = json.loads((d / "summary.json").read_text())
+    assert len(preds) == 4 and 0 <= summary["accuracy"] <= 1
+    for p in preds:
+        assert abs(sum(p["probs"]) - 1) < 1e-6 and p["cost"] >= 1.0 and 0 <= p["choice"] < 4
+    assert summary["mean_cost"] == pytest.approx(np.mean([p["cost"] for p in preds]))
+
+
+BAD_ITEMS = {
+    "few": {"id": "a", "question": "q", "options": ["only"]},
+    "dupe": {"id": "a", "question": "q", "options": ["cup", "cup "]},
+    "gold": {"id": "a", "question": "q", "options": ["cup", "plate"], "answer": 2},
+}
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("few", "at least 2 options"),
+        ("dupe", "duplicate options"),
+        ("gold", "out of range"),
+        ("empty", "is empty"),
+    ],
+)
+def test_bad_items_one_line_nothing_written(user_files, tmp_path, case, message):
+    data = tmp_path / "items.jsonl"
+    data.write_text("" if case == "empty" else json.dumps(BAD_ITEMS[case]) + "\n")
+    out = tmp_path / "cache.jsonl"
+    res = run_cli(
+        main,
+        ["cache-teacher", "--model", str(user_files / "teacher"), "--data", str(data), "--out", str(out)],
+    )
+    assert_one_line_error(res, message)
+    assert not out.exists()
+
+
+def test_cache_lacking_ids_and_bad_budget(user_files, tmp_path):
+    d = user_files
+    cache = tmp_path / "cache.jsonl"
+    cache.write_text(json.dumps({"id": "nobody", "scores": [0, 0, 0, 0], "probs": [0.25] * 4}) + "\n")
+    out = tmp_path / "out"
+    res = run_cli(main, ["distill", "--student", str(d / "student"), "--data", str(d / "train.jsonl"),
+                         "--cache", str(cache), "--out", str(out)])  # fmt: skip
+    assert_one_line_error(res, "lacks 10 item id(s)")
+    assert not out.exists()
+    res = run_cli(main, ["answer", "--model", str(d / "student"), "--data", str(d / "test.jsonl"),
+                         "--out", str(tmp_path / "p.jsonl"), "--budget", "0.5"])  # fmt: skip
+    assert_one_line_error(res, "--budget must be >= 1.0")
+    assert list(tmp_path.iterdir()) == [cache]

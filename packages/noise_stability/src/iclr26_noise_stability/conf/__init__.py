@@ -1,0 +1,1 @@
+"""Hydra configs of iclr26-noise-stability (shipped in the wheel)."""

@@ -1,0 +1,92 @@
+"""The provider's optimum against brute force, the same-sign rules, the misalignment gap, throttling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iclr26_routing_game import RoutingGame, outcomes, provider_optimum, throttling
+from iclr26_routing_game.closed_form import xi
+
+from .conftest import game_at, random_games
+
+S_GRID = np.linspace(0, 1, 2001)
+Q_GRID = np.linspace(0, 1, 1001)
+
+
+def brute_force(game: RoutingGame) -> tuple[float, float]:
+    """(min J, max U over policies): every (i, s) on a 2,001-point grid, the user best on a 1,001-point grid."""
+    g = game.params
+    o1 = outcomes(g, 1, S_GRID[:, None], Q_GRID[None, :])
+    k1 = o1.user_utility.argmax(1)
+    j1 = o1.provider_cost[np.arange(S_GRID.size), k1]
+    o2 = outcomes(g, 2, 0.0, Q_GRID)
+    k2 = o2.user_utility.argmax()
+    u_best = max(o1.user_utility.max(), o2.user_utility.max())
+    return min(j1.min(), o2.provider_cost[k2]), u_best
+
+
+def _check(n: int, seed: int) -> None:
+    g = random_games(n, seed=seed)
+    eq = provider_optimum(g)
+    for k in range(n):
+        game = game_at(g, k)
+        j_bf, u_bf = brute_force(game)
+        scale = 1 + abs(j_bf)
+        assert eq.provider_cost[k] <= j_bf + 1e-9 * scale  # exact is at least as good as any grid point
+        assert eq.provider_cost[k] >= j_bf - 2e-3 * scale  # and the grid gets close to it
+        assert eq.user_best[k] == pytest.approx(u_bf, abs=2e-3 * (1 + abs(u_bf)))
+
+
+def test_provider_optimum_vs_brute_force():
+    _check(40, seed=21)
+
+
+@pytest.mark.slow
+def test_provider_optimum_vs_brute_force_200():
+    _check(200, seed=22)
+
+
+def test_same_sign_rules():
+    g = random_games(3000, seed=23)
+    x1, x2 = xi(g)
+    eq = provider_optimum(g)
+    vd = (x1 > 0) & (x2 > 0)
+    cop = np.stack([g.c1 / g.p1, g.c2 / g.p2], -1)
+    assert (eq.i[vd] == cop[vd].argmin(-1) + 1).all() and (eq.s[vd] == 0).all()
+    np.testing.assert_allclose(eq.provider_cost[vd], cop[vd].min(-1), rtol=1e-12)
+    ld = (x1 < 0) & (x2 < 0)
+    m2 = (g.c2 - g.c1) / (g.p2 - g.p1) < g.P
+    assert (eq.i[ld] == np.where(m2, 2, 1)[ld]).all() and (eq.q[ld] == 1).all()
+    assert not eq.escalates[vd | ld].any()
+
+
+def test_misalignment_gap_value_dominated():
+    game = RoutingGame(p1=0.4, p2=0.8, t1=2.0, t2=1.0, c1=1, c2=3, V=10, P=1)  # user prefers M2, provider M1
+    assert game.regime == "value-dominated"
+    eq = game.provider_optimum()
+    assert eq.i == 1 and eq.s == 0
+    assert game.misalignment_gap() == pytest.approx(abs(2.0 / 0.4 - 1.0 / 0.8), rel=1e-12)
+    aligned = game.replace(c2=1.5)  # c2/p2 = 1.875 < c1/p1 = 2.5: both rank M2 first
+    assert aligned.misalignment_gap() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_throttling_example():
+    base = dict(p1=0.4, p2=0.8, t1=0.5, t2=1.0, c1=1, c2=3, V=5)
+    low = RoutingGame(**base, P=1).throttling()
+    assert low.gain == pytest.approx(2.5 - 1.6, rel=1e-12) and low.gain > 0
+    assert low.user_utility_after < low.user_utility_before
+    assert low.user_utility_throttle_both <= 0
+    high = RoutingGame(**base, P=5).throttling()
+    assert high.gain == 0 and high.subset == "none"  # 4.0 > 2.5: throttling does not pay
+    assert low.P_star == pytest.approx(max(2.5, (2.5 - 3) / 0.2), rel=1e-12)
+
+
+def test_four_subset_search_equals_the_closed_form_gain():
+    g = random_games(4000, seed=25)
+    x1, x2 = xi(g)
+    g = g.take(np.flatnonzero((x1 > 0) & (x2 > 0))[:200])
+    th = throttling(g)
+    both_stay = np.minimum(g.c1 / g.p1, g.c2 / g.p2)
+    one_pass = np.minimum(g.c1 + g.P * (1 - g.p1), g.c2 + g.P * (1 - g.p2))
+    np.testing.assert_allclose(th.gain, np.maximum(0, both_stay - one_pass), atol=1e-6)

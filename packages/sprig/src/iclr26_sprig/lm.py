@@ -1,0 +1,268 @@
+"""`lm_fitness`: SPRIG's fitness on any `transformers` causal LM and multiple-choice task types.
+
+For a system prompt s and a question q the model sees the system slot + user turn through the tokenizer's chat
+template (``chat_template=None``: the tokenizer's own if it has one, else the plain fallback
+``"{system}\\n\\n{question}\\nAnswer:"``; ``False``: always plain; a string: that Jinja template or, when it contains
+``{question}``, a plain format string). The question block lists the options as ``A. ...`` lines and each
+option's continuation is ``option_prefix + letter`` (``show_options=False``: the option text itself).
+
+``scoring="loglik"`` (default): the predicted option maximises Σ log p(continuation tokens | prompt), where the
+continuation tokens are those of ``prompt + continuation`` after the prompt's own tokens (so a BPE model scores
+" B", not "B"). When every continuation is a single token, one forward pass of the prompt scores all options (the
+shortcut is skipped otherwise). ``scoring="generate"``: greedy generation, the first option letter parsed (the
+paper's protocol). One evaluation of one prompt on one question is one question-evaluation.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from iclr26_core.errors import UserError
+
+from .components import SystemPrompt
+from .fitness import Fitness
+from .tasks import MCQuestion, MCTask
+
+LETTERS = string.ascii_uppercase
+
+
+class LMFitness(Fitness):
+    """See the module docstring; build it with `lm_fitness`."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        tasks: Sequence[MCTask],
+        *,
+        n_questions: int = 10,
+        split: str = "train",
+        scoring: str = "loglik",
+        chat_template: str | bool | None = None,
+        show_options: bool = True,
+        option_prefix: str = " ",
+        batch_size: int = 32,
+        max_new_tokens: int = 16,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if not tasks:
+            raise UserError("lm_fitness needs at least one task")
+        if scoring not in ("loglik", "generate"):
+            raise UserError(f"unknown scoring {scoring!r}; choose loglik or generate")
+        if n_questions < 1:
+            raise UserError(f"n_questions must be >= 1, got {n_questions}")
+        if scoring == "generate" and not show_options:
+            raise UserError("scoring='generate' parses an option letter: it needs show_options=True")
+        self.model, self.tokenizer, self.tasks = model, tokenizer, list(tasks)
+        self.task_names = [t.name for t in self.tasks]
+        self.n_questions, self.default_split, self.scoring = int(n_questions), split, scoring
+        self.show_options, self.option_prefix = show_options, option_prefix
+        self.batch_size, self.max_new_tokens = int(batch_size), int(max_new_tokens)
+        self.rng = np.random.default_rng(seed)
+        self.stats = {"one_pass": 0, "per_option": 0}
+        self._plain = None
+        self._jinja = None
+        if isinstance(chat_template, str) and "{question}" in chat_template:
+            self._plain = chat_template
+        elif isinstance(chat_template, str):
+            self._jinja = chat_template
+        elif chat_template is None and getattr(tokenizer, "chat_template", None):
+            self._jinja = tokenizer.chat_template
+
+    # ------------------------------------------------------------------------------------------ formatting
+    def question_block(self, q: MCQuestion) -> str:
+        if not self.show_options:
+            return q.question
+        return q.question + "\n" + "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(q.options))
+
+    def continuations(self, q: MCQuestion) -> list[str]:
+        if self.show_options:
+            return [self.option_prefix + LETTERS[i] for i in range(len(q.options))]
+        return [self.option_prefix + o for o in q.options]
+
+    def format_prompt(self, system: str, q: MCQuestion) -> str:
+        """The text the model reads before the answer."""
+        block = self.question_block(q)
+        if self._jinja is not None:
+            messages = ([{"role": "system", "content": system}] if system else []) + [
+                {"role": "user", "content": block}
+            ]
+            text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True, chat_template=self._jinja
+            )
+            return text + "Answer:"
+        if self._plain is not None:
+            return self._plain.format(system=system, question=block)
+        return (f"{system}\n\n" if system else "") + f"{block}\nAnswer:"
+
+    def _ids(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def option_tokens(self, prompt: str, q: MCQuestion) -> tuple[list[int], list[list[int]]]:
+        """(prompt ids, each continuation's ids as tokenised after the prompt)."""
+        p_ids = self._ids(prompt)
+        conts = []
+        for cont in self.continuations(q):
+            full = self._ids(prompt + cont)
+            conts.append(full[len(p_ids) :] if full[: len(p_ids)] == p_ids else self._ids(cont))
+        return p_ids, conts
+
+    # ------------------------------------------------------------------------------------------ scoring
+    def _logits(self, seqs: list[list[int]]):
+        """Yield (sequence indices, logits [B, T, V]) over right-padded batches, shortest sequences first."""
+        import torch
+
+        device = next(self.model.parameters()).device
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+        with torch.no_grad():
+            for s in range(0, len(order), self.batch_size):
+                idx = order[s : s + self.batch_size]
+                width = max(len(seqs[i]) for i in idx)
+                ids = torch.full((len(idx), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(idx), width), dtype=torch.long)
+                for r, i in enumerate(idx):
+                    ids[r, : len(seqs[i])] = torch.tensor(seqs[i])
+                    mask[r, : len(seqs[i])] = 1
+                yield idx, self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+
+    def _forward_rows(self, seqs: list[list[int]], rows: list[list[tuple[int, int]]]) -> list[float]:
+        """Σ log p(target | prefix) over the (position, target) pairs of each sequence."""
+        import torch
+
+        out = [0.0] * len(seqs)
+        for idx, logits in self._logits(seqs):
+            for r, i in enumerate(idx):
+                pos = torch.tensor([p for p, _ in rows[i]], device=logits.device)
+                tgt = torch.tensor([t for _, t in rows[i]], device=logits.device)
+                logp = torch.log_softmax(logits[r, pos].float(), -1)
+                out[i] = float(logp.gather(-1, tgt[:, None]).sum())
+        return out
+
+    def _predict_loglik(self, items: list[tuple[str, MCQuestion]]) -> list[int]:
+        seqs, rows, owner = [], [], []
+        for k, (prompt, q) in enumerate(items):
+            p_ids, conts = self.option_tokens(prompt, q)
+            if all(len(c) == 1 for c in conts):  # one pass scores every option
+                self.stats["one_pass"] += 1
+                seqs.append(p_ids)
+                rows.append([(len(p_ids) - 1, c[0]) for c in conts])
+                owner.append((k, -1))
+            else:
+                self.stats["per_option"] += 1
+                for j, c in enumerate(conts):
+                    seqs.append(p_ids + c)
+                    rows.append([(len(p_ids) - 1 + i, t) for i, t in enumerate(c)])
+                    owner.append((k, j))
+        preds = [0] * len(items)
+        singles = [i for i, (_, j) in enumerate(owner) if j < 0]
+        if singles:
+            scores = self._forward_one_pass([seqs[i] for i in singles], [rows[i] for i in singles])
+            for i, opt_scores in zip(singles, scores, strict=True):
+                preds[owner[i][0]] = int(np.argmax(opt_scores))
+        multi = [i for i, (_, j) in enumerate(owner) if j >= 0]
+        if multi:
+            best = [-np.inf] * len(items)
+            scores = self._forward_rows([seqs[i] for i in multi], [rows[i] for i in multi])
+            for i, sc in zip(multi, scores, strict=True):
+                k, j = owner[i]
+                if sc > best[k]:
+                    best[k], preds[k] = sc, j
+        return preds
+
+    def _forward_one_pass(
+        self, seqs: list[list[int]], rows: list[list[tuple[int, int]]]
+    ) -> list[list[float]]:
+        """For each prompt: log p of each option's single token at the last position (one forward pass)."""
+        import torch
+
+        out: list[list[float]] = [[] for _ in seqs]
+        for idx, logits in self._logits(seqs):
+            last = torch.tensor([len(seqs[i]) - 1 for i in idx], device=logits.device)
+            logp = torch.log_softmax(logits[torch.arange(len(idx), device=logits.device), last].float(), -1)
+            for r, i in enumerate(idx):
+                out[i] = [float(logp[r, t]) for _, t in rows[i]]
+        return out
+
+    def _predict_generate(self, items: list[tuple[str, MCQuestion]]) -> list[int]:
+        import torch
+
+        device = next(self.model.parameters()).device
+        preds = []
+        for prompt, q in items:
+            ids = torch.tensor([self._ids(prompt)], device=device)
+            with torch.no_grad():
+                gen = self.model.generate(
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    max_new_tokens=self.max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+                )
+            text = self.tokenizer.decode(gen[0, ids.shape[1] :], skip_special_tokens=True)
+            letters = LETTERS[: len(q.options)]
+            m = re.search(rf"\b([{letters}])\b", text)
+            preds.append(letters.index(m.group(1)) if m else -1)
+        return preds
+
+    # ------------------------------------------------------------------------------------------ Fitness
+    def _sample(self, split: str) -> list[list[MCQuestion]]:
+        out = []
+        for t in self.tasks:
+            pool = t.splits[split]
+            if split == "train" and len(pool) > self.n_questions:
+                pool = [pool[i] for i in self.rng.choice(len(pool), self.n_questions, replace=False)]
+            out.append(pool)
+        return out
+
+    def _questions(self, split: str) -> int:
+        return sum(
+            min(self.n_questions, len(t.splits[split])) if split == "train" else len(t.splits[split])
+            for t in self.tasks
+        )
+
+    def _per_task(self, prompts: Sequence[SystemPrompt], split: str) -> np.ndarray:
+        sample = self._sample(split)  # the same fresh questions for every prompt of this call
+        items, where = [], []
+        for p_i, prompt in enumerate(prompts):
+            system = prompt.render()
+            for t_i, qs in enumerate(sample):
+                for q in qs:
+                    items.append((self.format_prompt(system, q), q))
+                    where.append((p_i, t_i))
+        predict = self._predict_generate if self.scoring == "generate" else self._predict_loglik
+        preds = predict(items)
+        correct = np.zeros((len(prompts), len(sample)))
+        for (p_i, t_i), (_, q), pred in zip(where, items, preds, strict=True):
+            correct[p_i, t_i] += pred == q.answer
+        return correct / np.array([max(len(qs), 1) for qs in sample])[None, :]
+
+
+def lm_fitness(
+    model: Any,
+    tokenizer: Any,
+    tasks: Sequence[MCTask],
+    *,
+    n_questions: int = 10,
+    split: str = "train",
+    scoring: str = "loglik",
+    chat_template: str | bool | None = None,
+    **kwargs: Any,
+) -> LMFitness:
+    """A `Fitness` that scores system prompts on ``model`` by multiple-choice accuracy (module docstring)."""
+    return LMFitness(
+        model,
+        tokenizer,
+        tasks,
+        n_questions=n_questions,
+        split=split,
+        scoring=scoring,
+        chat_template=chat_template,
+        **kwargs,
+    )

@@ -1,0 +1,100 @@
+"""Multiple-choice task types for `lm_fitness` and the task file of the CLI.
+
+Task file: one JSON object per line ``{"task": str, "question": str, "options": [str, ...], "answer": int,
+"split": "train"|"test" (optional)}``. Without ``split`` a task's questions are split 60/40 train/test with a
+fixed seed; dev = the first 1/6 of train, kept apart from the questions the search samples (as in the paper:
+selection on dev, report on test).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from iclr26_core.errors import UserError
+
+
+@dataclass(frozen=True)
+class MCQuestion:
+    question: str
+    options: tuple[str, ...]
+    answer: int
+    split: str | None = None
+
+
+@dataclass
+class MCTask:
+    """A task type: its questions and their train/dev/test split (``split_seed`` fixes the 60/40 split)."""
+
+    name: str
+    questions: list[MCQuestion]
+    split_seed: int = 0
+    splits: dict[str, list[MCQuestion]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.questions:
+            raise UserError(f"task {self.name!r} has no questions")
+        given = [q for q in self.questions if q.split is not None]
+        if given:
+            train = [q for q in self.questions if q.split in (None, "train")]
+            test = [q for q in self.questions if q.split == "test"]
+        else:
+            order = np.random.default_rng([self.split_seed, len(self.questions)]).permutation(
+                len(self.questions)
+            )
+            n_train = max(1, round(0.6 * len(self.questions)))
+            train = [self.questions[i] for i in order[:n_train]]
+            test = [self.questions[i] for i in order[n_train:]]
+        n_dev = len(train) // 6 if len(train) >= 6 else 0
+        self.splits = {"dev": train[:n_dev] or train, "train": train[n_dev:], "test": test or train}
+
+
+def _question(obj: dict, where: str) -> MCQuestion:
+    for key in ("task", "question", "options", "answer"):
+        if key not in obj:
+            raise UserError(f"{where}: missing {key!r} (each line needs task, question, options, answer)")
+    options = obj["options"]
+    if not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) for o in options):
+        raise UserError(f"{where}: 'options' must be a list of at least two strings")
+    answer = obj["answer"]
+    if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(options):
+        raise UserError(f"{where}: answer index {answer!r} is out of range for {len(options)} options")
+    split = obj.get("split")
+    if split not in (None, "train", "test"):
+        raise UserError(f"{where}: split must be 'train' or 'test', got {split!r}")
+    return MCQuestion(str(obj["question"]), tuple(options), int(answer), split)
+
+
+def load_tasks(path: str | Path, split_seed: int = 0) -> list[MCTask]:
+    """The task types of a JSONL task file, in order of first appearance; bad lines are a `UserError`."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise UserError(f"task file {str(p)!r} does not exist")
+    by_task: dict[str, list[MCQuestion]] = {}
+    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{p.name}, line {i}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise UserError(f"{where}: expected a JSON object")
+        q = _question(obj, where)
+        by_task.setdefault(str(obj["task"]), []).append(q)
+    if not by_task:
+        raise UserError(f"task file {str(p)!r} has no questions")
+    return [MCTask(name, qs, split_seed) for name, qs in by_task.items()]
+
+
+def tasks_from_records(records: Sequence[dict], split_seed: int = 0) -> list[MCTask]:
+    """Task types from in-memory records shaped like the task file's lines."""
+    by_task: dict[str, list[MCQuestion]] = {}
+    for i, obj in enumerate(records):
+        by_task.setdefault(str(obj.get("task")), []).append(_question(obj, f"record {i}"))
+    return [MCTask(name, qs, split_seed) for name, qs in by_task.items()]

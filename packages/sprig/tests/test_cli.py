@@ -1,0 +1,161 @@
+"""The CLI: fast --help, reproduce scale=smoke with computed verdicts, optimize/evaluate on a saved tiny model,
+bad input as one line with nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from iclr26_core.models import tiny_model
+from iclr26_core.testing import (
+    assert_one_line_error,
+    assert_refuses_nonempty_out,
+    imports_torch,
+    reproduce_smoke,
+    run_cli,
+)
+from iclr26_core.tokenizers import train_bpe
+from iclr26_sprig.cli import main
+
+
+def test_help_does_not_import_torch():
+    assert imports_torch("from iclr26_sprig.cli import main; main(['--help'])") is False
+    assert imports_torch("from iclr26_sprig.cli import main; main(['optimize', '--help'])") is False
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke") / "run"
+    return out, reproduce_smoke(main, out, "bench=false")
+
+
+def test_reproduce_smoke_writes_computed_report(smoke_run):
+    out, res = smoke_run
+    assert {"config.yaml", "metrics.json", "report.md", "curves.png", "best_prompts.md"} <= {
+        p.name for p in out.iterdir()
+    }
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["paper"] == "sprig" and m["scale"] == "smoke"
+    claims = {c["id"]: c for c in m["claims"]}
+    assert sorted(claims) == ["C1", "C2", "C3", "C4", "C5", "C6"]
+    rows = m["tier_a"]
+    mean = lambda k: sum(r[k] for r in rows) / len(rows)  # noqa: E731
+    assert claims["C1"]["holds"] == (mean("sprig") >= mean("empty") + 0.05 and mean("sprig") > mean("cot"))
+    assert claims["C2"]["holds"] == (mean("sprig") >= mean("per_task") - 0.02)
+    assert claims["C5"]["holds"] == (mean("sprig") >= mean("random") + 0.02)
+    b = m["tier_b"]
+    assert claims["C6"]["holds"] == (b["learned"] and b["gain"] >= 0.10)
+    assert "| C6 |" in res.stdout and "claims hold" in res.stdout
+
+
+@pytest.fixture(scope="module")
+def user_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("user")
+    model_dir = d / "tiny"
+    tiny_model("gpt2", vocab_size=300).save_pretrained(model_dir)
+    train_bpe(300).save_pretrained(model_dir)
+    rows = [
+        {"task": t, "question": f"{t} question {i}?", "options": ["red", "blue", "green"], "answer": i % 3}
+        for t in ("colour", "shade")
+        for i in range(15)
+    ]
+    (d / "tasks.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (d / "pool.csv").write_text(
+        "text,category\nBe careful.,good_property\nThink step by step.,CoT\nStay calm.,emotion\n"
+    )
+    (d / "prompt.txt").write_text("Be careful.\n")
+    return d
+
+
+def test_optimize_and_evaluate_on_a_saved_model(user_files, tmp_path):
+    d, out = user_files, tmp_path / "opt"
+    args = [
+        "optimize",
+        "--model",
+        str(d / "tiny"),
+        "--tasks",
+        str(d / "tasks.jsonl"),
+        "--components",
+        str(d / "pool.csv"),
+        "--budget",
+        "2000",
+        "--n-questions",
+        "5",
+        "--out",
+        str(out),
+    ]
+    res = run_cli(main, args)
+    assert res.code == 0, res.output
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["evaluations"] <= 2000 and set(m["test_accuracy"]["empty"]) == {"colour", "shade"}
+    assert (out / "best_prompt.txt").read_text().strip() == m["best_prompt"]
+    assert (out / "history.csv").read_text().startswith("step,prompt,score,evaluations")
+    res = run_cli(
+        main,
+        [
+            "evaluate",
+            "--model",
+            str(d / "tiny"),
+            "--tasks",
+            str(d / "tasks.jsonl"),
+            "--system-prompt",
+            str(d / "prompt.txt"),
+        ],
+    )
+    assert res.code == 0, res.output
+    ev = json.loads(res.stdout)
+    assert ev["split"] == "test" and 0 <= ev["mean"]["with_prompt"] <= 1 and ev["questions"] == 12
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("pool.csv", "text,category\n"), "is empty"),
+        (("pool.csv", "text,category\nBe nice.,poetry\n"), "unknown category"),
+        (("tasks.jsonl", '{"task": "a", "question": "q", "answer": 0}\n'), "missing 'options'"),
+        (
+            ("tasks.jsonl", '{"task": "a", "question": "q", "options": ["x", "y"], "answer": 5}\n'),
+            "out of range",
+        ),
+        (("budget", "30"), "smaller than one iteration"),
+        (("model", "/nonexistent/model"), "does not exist"),
+    ],
+)
+def test_bad_input_one_line_nothing_written(user_files, tmp_path, change, message):
+    files = {"pool.csv": user_files / "pool.csv", "tasks.jsonl": user_files / "tasks.jsonl"}
+    budget, model = "2000", str(user_files / "tiny")
+    if change[0] in files:
+        files[change[0]] = tmp_path / change[0]
+        files[change[0]].write_text(change[1])
+    elif change[0] == "budget":
+        budget = change[1]
+    else:
+        model = change[1]
+    out = tmp_path / "out"
+    res = run_cli(
+        main,
+        [
+            "optimize",
+            "--model",
+            model,
+            "--tasks",
+            str(files["tasks.jsonl"]),
+            "--components",
+            str(files["pool.csv"]),
+            "--budget",
+            budget,
+            "--n-questions",
+            "5",
+            "--out",
+            str(out),
+        ],
+    )
+    assert_one_line_error(res, message)
+    assert not out.exists()
+
+
+def test_reproduce_bad_overrides_and_non_empty_out(tmp_path):
+    assert_one_line_error(run_cli(main, ["reproduce", "scale=tiny"]), "options for scale")
+    assert_one_line_error(run_cli(main, ["reproduce", "search.n_iters=many"]), "must be an int")
+    assert_refuses_nonempty_out(main, tmp_path / "full")
