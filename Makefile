@@ -3,13 +3,17 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-UV ?= $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
+# uv from PATH; where there is none, `make uv` installs it with pip into .venv-uv (the system Python untouched)
+UV ?= $(shell command -v uv 2>/dev/null || echo "$(CURDIR)/.venv-uv/bin/uv")
 PYTHON ?= python3
 PAPER ?=
 ARGS ?=
 PYTEST_ARGS ?=
 export UV_PYTHON ?= 3.11
 export HF_HUB_OFFLINE ?= 1
+# this environment sets PYTHONDONTWRITEBYTECODE=1, so without this every python process would compile the
+# imports of torch/transformers again (~20 s CPU each): uv writes the bytecode once, when it installs
+export UV_COMPILE_BYTECODE ?= 1
 
 SLUGS := $(sort $(notdir $(wildcard packages/*)))
 ifneq ($(PAPER),)
@@ -29,8 +33,8 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "  PAPER=<slug> narrows test/test-slow/reproduce/build/isolation/wheels to one package ($(SLUGS))"
 
-uv: ## install uv with pip if it is missing
-	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet "uv>=0.9,<0.14"
+uv: ## install uv (pip, into .venv-uv) if it is not on PATH
+	@$(UV) --version >/dev/null 2>&1 || { $(PYTHON) -m venv .venv-uv && .venv-uv/bin/python -m pip install --quiet "uv>=0.9,<0.14"; }
 	@$(UV) --version
 
 sync: uv ## install every member and the dev tools into .venv (uv sync --locked)
@@ -63,7 +67,7 @@ else
 endif
 
 isolation: uv ## each member synced alone (uv sync --locked --package, its own venv) and its own tests run; 2 lanes
-	$(PYTHON) scripts/isolation.py $(if $(PAPER),packages/$(PAPER))
+	$(UV) run --quiet --no-project python scripts/isolation.py $(if $(PAPER),packages/$(PAPER))
 
 wheels: build ## the built wheels in one fresh venv with pip; each console script --help and reproduce scale=smoke
 	bash scripts/check_wheels.sh dist $(WHEEL_SLUGS)
@@ -71,9 +75,15 @@ wheels: build ## the built wheels in one fresh venv with pip; each console scrip
 release: build sync ## dry run of a release: build every wheel and sdist, twine check, versions and changelogs
 	$(UV) run --no-sync python scripts/release_check.py dist
 
-ci: lint isolation test-slow wheels ## everything CI runs: lint, every member's tests synced alone, slow tests, wheels
-	@echo "make ci: all green"
+# every member's tests run once, in `isolation` (each member synced alone): no separate `make test` in CI
+CI_STAGES := lint isolation test-slow wheels
+ci: uv ## everything CI runs: lint, every member's tests synced alone (2 lanes), slow tests, wheels; timed
+	@t0=$$SECONDS; for stage in $(CI_STAGES); do \
+	  TIMEFORMAT="== make $$stage: %0R s wall, CPU %0U s user + %0S s sys"; \
+	  time $(MAKE) --no-print-directory $$stage || { echo "make ci: $$stage FAILED"; exit 1; }; \
+	done; \
+	echo "make ci: all green in $$((SECONDS - t0)) s wall; CPU user sys: $$(times | tail -1); loadavg $$(cut -d' ' -f1-3 /proc/loadavg)"
 
 clean: ## remove build outputs, caches, runs/ and the isolation venvs
-	rm -rf dist build .pytest_cache .ruff_cache runs .wheel-venv .venv-iso-*
+	rm -rf dist build .pytest_cache .ruff_cache runs .wheel-venv .venv-iso-* .venv-uv
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -26,8 +26,8 @@ for slug in "$@"; do
   wheels+=("$dist"/iclr26_"${slug}"-*.whl)
 done
 $UV export --quiet --locked --no-dev --no-emit-workspace --no-hashes "${pkgs[@]}" -o "$work/requirements.txt"
-$UV pip install --quiet --python "$venv/bin/python" -r "$work/requirements.txt"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${wheels[@]}"
+$UV pip install --quiet --compile-bytecode --python "$venv/bin/python" -r "$work/requirements.txt"
+"$venv/bin/python" -m pip install --quiet --compile --disable-pip-version-check "${wheels[@]}"
 "$venv/bin/python" -m pip check
 echo "wheels: venv with ${#wheels[@]} wheels in $((SECONDS - t0)) s"
 
@@ -58,19 +58,20 @@ cd "$work"  # not the source tree: the installed wheels must be what runs
 "$venv/bin/iclr26" --help >/dev/null
 "$venv/bin/iclr26" list
 
-check_one() {  # venv work slug
-  local venv=$1 work=$2 slug=$3 t0=$SECONDS
+check_one() {  # venv work slug: the console script of one wheel; prints wall and CPU (user+sys) seconds
+  local venv=$1 work=$2 slug=$3 TIMEFORMAT="%0R s, CPU %0U+%0S s"
   local script="$venv/bin/iclr26-${slug//_/-}" log="$work/$slug.log"
-  {
+  { time {
     "$script" --help >/dev/null &&
       "$script" configs list >/dev/null &&
       "$script" reproduce scale=smoke "out=$work/runs/$slug" >/dev/null &&
       test -s "$work/runs/$slug/report.md" && test -s "$work/runs/$slug/metrics.json" &&
       "$venv/bin/python" -c "import iclr26_${slug}.conf, importlib.resources as r; \
 assert r.files('iclr26_${slug}.conf').joinpath('scale/smoke.yaml').is_file()"
-  } >"$log" 2>&1 || { echo "== wheel: iclr26-${slug//_/-} FAILED"; cat "$log"; return 1; }
-  echo "== wheel: iclr26-${slug//_/-} ok ($((SECONDS - t0)) s)"
+  } >"$log" 2>&1; } 2>"$log.time" || { echo "== wheel: iclr26-${slug//_/-} FAILED"; cat "$log"; return 1; }
+  echo "== wheel: iclr26-${slug//_/-} ok ($(cat "$log.time"))"
 }
 export -f check_one
 printf '%s\n' "$@" | xargs -r -P "$jobs" -I{} bash -c 'check_one "$@"' _ "$venv" "$work" {}
-echo "wheels ok: iclr26-core $* ($((SECONDS - t0)) s)"
+cpu=$(times | tail -1)
+echo "wheels ok: iclr26-core $* ($((SECONDS - t0)) s wall; CPU user sys $cpu; loadavg $(cut -d' ' -f1-3 /proc/loadavg))"

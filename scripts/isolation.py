@@ -8,7 +8,7 @@ dependencies, the core, and the dev tools; not the other members nor their depen
 machine); each lane has its own environment (``.venv-iso-<k>``, hard links into uv's cache, kept between runs),
 so no two syncs touch one environment. The longest members start first (weight: the size of their tests and
 sources). It stops starting new members at the first failure and prints each member's output in one piece,
-then one line per member: sync seconds, test seconds, result.
+then one line per member: sync and test seconds, wall and CPU (user+sys, the member's own), result.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import queue
 import shlex
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tomllib
@@ -41,30 +42,42 @@ def weight(member: Path) -> int:
     return sum(p.stat().st_size for p in member.rglob("*.py"))
 
 
-def run_member(
-    member: Path, lane: int, uv: list[str], pytest_args: list[str]
-) -> tuple[bool, float, float, str]:
-    env = dict(os.environ, UV_PROJECT_ENVIRONMENT=str(ROOT / f".venv-iso-{lane}"))
-    dist = dist_name(member)
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[int, str, float, float]:
+    """Run ``cmd`` in the workspace root: (exit status, output, wall seconds, CPU seconds user+sys).
+
+    The CPU time is the child's and its descendants' (``os.wait4``), so it is this member's alone even while
+    the other lane runs: on a loaded machine it is the proxy for the time on an idle one.
+    """
     t0 = time.perf_counter()
-    sync = subprocess.run(
-        [*uv, "sync", "--quiet", "--locked", "--package", dist, "--group", "dev"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    t_sync = time.perf_counter() - t0
-    if sync.returncode != 0:
-        return False, t_sync, 0.0, sync.stdout + sync.stderr
-    tests = subprocess.run(
-        [*uv, "run", "--no-sync", "pytest", str(member.relative_to(ROOT) / "tests"), "-q", *pytest_args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    return tests.returncode == 0, t_sync, time.perf_counter() - t0 - t_sync, tests.stdout + tests.stderr
+    with tempfile.TemporaryFile(mode="w+") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        return proc.returncode, out.read(), time.perf_counter() - t0, usage.ru_utime + usage.ru_stime
+
+
+def run_member(member: Path, lane: int, uv: list[str], pytest_args: list[str]) -> dict:
+    env = dict(os.environ, UV_PROJECT_ENVIRONMENT=str(ROOT / f".venv-iso-{lane}"))
+    env.setdefault("UV_COMPILE_BYTECODE", "1")  # see the Makefile: bytecode written once per environment
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("MKL_NUM_THREADS", "1")
+    sync = [*uv, "sync", "--quiet", "--locked", "--package", dist_name(member), "--group", "dev"]
+    rc, output, wall, cpu = timed(sync, env)
+    row = {"sync": wall, "sync_cpu": cpu, "tests": 0.0, "tests_cpu": 0.0, "ok": rc == 0, "output": output}
+    if rc == 0:
+        tests = [
+            *uv,
+            "run",
+            "--no-sync",
+            "pytest",
+            str(member.relative_to(ROOT) / "tests"),
+            "-q",
+            *pytest_args,
+        ]
+        rc, output, wall, cpu = timed(tests, env)
+        row.update(tests=wall, tests_cpu=cpu, ok=rc == 0, output=output)
+    return row
 
 
 def main(argv: list[str]) -> int:
@@ -81,7 +94,7 @@ def main(argv: list[str]) -> int:
         work.put(m)
     failed = threading.Event()
     lock = threading.Lock()
-    rows: list[tuple[str, float, float, bool]] = []
+    rows: list[tuple[str, dict]] = []
 
     def lane(k: int) -> None:
         while not failed.is_set():
@@ -89,15 +102,17 @@ def main(argv: list[str]) -> int:
                 member = work.get_nowait()
             except queue.Empty:
                 return
-            ok, t_sync, t_test, output = run_member(
-                member, k, shlex.split(args.uv), shlex.split(args.pytest_args)
-            )
+            row = run_member(member, k, shlex.split(args.uv), shlex.split(args.pytest_args))
             with lock:
                 name = dist_name(member)
-                print(f"== {name} alone (lane {k}): sync {t_sync:.0f} s, tests {t_test:.0f} s", flush=True)
-                print(output.rstrip(), flush=True)
-                rows.append((name, t_sync, t_test, ok))
-            if not ok:
+                print(
+                    f"== {name} alone (lane {k}): sync {row['sync']:.0f} s, tests {row['tests']:.0f} s"
+                    f" (CPU {row['sync_cpu'] + row['tests_cpu']:.0f} s)",
+                    flush=True,
+                )
+                print(row["output"].rstrip(), flush=True)
+                rows.append((name, row))
+            if not row["ok"]:
                 failed.set()
 
     t0 = time.perf_counter()
@@ -106,11 +121,18 @@ def main(argv: list[str]) -> int:
         t.start()
     for t in lanes:
         t.join()
+    wall = time.perf_counter() - t0
+    cpu = sum(r["sync_cpu"] + r["tests_cpu"] for _, r in rows)
     print(
-        f"\nisolation: {len(rows)} of {len(todo)} members in {time.perf_counter() - t0:.0f} s, {args.jobs} lanes"
+        f"\nisolation: {len(rows)} of {len(todo)} members in {wall:.0f} s wall, {args.jobs} lanes;"
+        f" CPU user+sys {cpu:.0f} s; loadavg {Path('/proc/loadavg').read_text().split()[0]}"
     )
-    for name, t_sync, t_test, ok in sorted(rows):
-        print(f"  {name:<28} sync {t_sync:5.1f} s  tests {t_test:6.1f} s  {'ok' if ok else 'FAILED'}")
+    print(f"  {'member':<28} {'sync s':>7} {'CPU':>6} {'tests s':>8} {'CPU':>6}")
+    for name, r in sorted(rows):
+        print(
+            f"  {name:<28} {r['sync']:7.1f} {r['sync_cpu']:6.1f} {r['tests']:8.1f} {r['tests_cpu']:6.1f}"
+            f"  {'ok' if r['ok'] else 'FAILED'}"
+        )
     if failed.is_set() or len(rows) < len(todo):
         print("isolation: FAILED", file=sys.stderr)
         return 1
