@@ -7,6 +7,8 @@
 # package (configs, data). Then, per package, in WHEEL_JOBS parallel lanes (default 2; each run is
 # single-threaded): --help, configs list, reproduce scale=smoke from outside the source tree.
 set -euo pipefail
+# bytecode written as the checks import (Python's default), once for all of them: see the Makefile
+unset PYTHONDONTWRITEBYTECODE
 dist=${1:?usage: check_wheels.sh DIST_DIR [slug ...]}
 shift
 dist=$(cd "$dist" && pwd)
@@ -26,7 +28,7 @@ for slug in "$@"; do
   wheels+=("$dist"/iclr26_"${slug}"-*.whl)
 done
 $UV export --quiet --locked --no-dev --no-emit-workspace --no-hashes "${pkgs[@]}" -o "$work/requirements.txt"
-$UV pip install --quiet --compile-bytecode --python "$venv/bin/python" -r "$work/requirements.txt"
+$UV pip install --quiet --python "$venv/bin/python" -r "$work/requirements.txt"
 "$venv/bin/python" -m pip install --quiet --compile --disable-pip-version-check "${wheels[@]}"
 "$venv/bin/python" -m pip check
 echo "wheels: venv with ${#wheels[@]} wheels in $((SECONDS - t0)) s"
@@ -73,5 +75,5 @@ assert r.files('iclr26_${slug}.conf').joinpath('scale/smoke.yaml').is_file()"
 }
 export -f check_one
 printf '%s\n' "$@" | xargs -r -P "$jobs" -I{} bash -c 'check_one "$@"' _ "$venv" "$work" {}
-cpu=$(times | tail -1)
-echo "wheels ok: iclr26-core $* ($((SECONDS - t0)) s wall; CPU user sys $cpu; loadavg $(cut -d' ' -f1-3 /proc/loadavg))"
+times >"$work/times"  # this shell's children: every step above (a subshell's `times` would be empty)
+echo "wheels ok: iclr26-core $* ($((SECONDS - t0)) s wall; CPU user sys $(tail -1 "$work/times"); loadavg $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -59,7 +59,7 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[int, str, float, float]:
 
 def run_member(member: Path, lane: int, uv: list[str], pytest_args: list[str]) -> dict:
     env = dict(os.environ, UV_PROJECT_ENVIRONMENT=str(ROOT / f".venv-iso-{lane}"))
-    env.setdefault("UV_COMPILE_BYTECODE", "1")  # see the Makefile: bytecode written once per environment
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # see the Makefile: bytecode written once per environment
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
     sync = [*uv, "sync", "--quiet", "--locked", "--package", dist_name(member), "--group", "dev"]
