@@ -60,6 +60,7 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[int, str, float, float]:
 def run_member(member: Path, lane: int, uv: list[str], pytest_args: list[str]) -> dict:
     env = dict(os.environ, UV_PROJECT_ENVIRONMENT=str(ROOT / f".venv-iso-{lane}"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # see the Makefile: bytecode written once per environment
+    env.pop("VIRTUAL_ENV", None)  # the lane's environment, not the one `uv run` may have activated
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
     sync = [*uv, "sync", "--quiet", "--locked", "--package", dist_name(member), "--group", "dev"]
