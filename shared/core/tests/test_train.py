@@ -101,6 +101,7 @@ def test_train_lm_forgets_a_trainers_mixed_precision():
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
 
+    AcceleratorState._reset_state()  # whatever an earlier test's loop left
     Accelerator(mixed_precision="bf16", cpu=True)  # what a Trainer(bf16=True) leaves in the process
     assert AcceleratorState().mixed_precision == "bf16"
     model = tiny_model("llama", vocab_size=99, seed=0)
