@@ -51,6 +51,7 @@ def _noise_note(runs: dict[str, list[dict]], tolerance: float) -> tuple[str, dic
 
 def c1(speed: dict[str, dict[str, float]]) -> Claim:
     q, e, m = (speed[k]["overhead"] for k in ("QPrompt", "EoMT-4", "Mask2Former"))
+    size = speed["QPrompt"].get("image_size", "?")
     ms = ", ".join(f"{k} {v['ms']:.1f} ms (IQR {v['ms_iqr']:.1f})" for k, v in speed.items())
     return Claim(
         id="C1",
@@ -59,7 +60,7 @@ def c1(speed: dict[str, dict[str, float]]) -> Claim:
         measured={"overhead QPrompt": q, "overhead EoMT-4": e, "overhead Mask2Former": m},
         holds=bool(q < e and q <= 0.5 * m),
         rule="FLOP overhead(QPrompt) < overhead(EoMT-4) and <= 0.5 x overhead(Mask2Former)",
-        note=f"overhead = FLOPs(full + post-processing)/FLOPs(backbone) - 1 at 128x128, batch 1; timed: {ms}",
+        note=f"overhead = FLOPs(full + post-processing)/FLOPs(backbone) - 1 at {size}x{size}, batch 1; timed: {ms}",
     )
 
 

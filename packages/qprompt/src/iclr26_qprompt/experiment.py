@@ -153,6 +153,7 @@ def speed_table(cfg: Any) -> dict[str, dict[str, float]]:
         fps = measure_fps(model, size, warmup=int(s.warmup), iters=int(s.iters))
         row.update(ms=fps.ms_median, ms_iqr=fps.ms_iqr, fps=fps.fps, timed=fps.timed, threads=fps.threads)
         row["params"] = sum(p.numel() for p in model.parameters())
+        row["image_size"] = size[0]
         table[name] = row
     return table
 
