@@ -59,7 +59,10 @@ def _naive(batch, cfg: GRQAConfig) -> float:
             if sum(y) == 0:
                 continue
             rewards, costs, cos = [], [], []
-            f_bar = [sum(pix[i, dd].flatten()[u] * y[u] for u in range(len(y))) / sum(y) for dd in range(pix.shape[1])]
+            f_bar = [
+                sum(pix[i, dd].flatten()[u] * y[u] for u in range(len(y))) / sum(y)
+                for dd in range(pix.shape[1])
+            ]
             for q in range(k):
                 logits = ml[i, q].flatten().tolist()
                 sig = [1 / (1 + math.exp(-x)) for x in logits]
@@ -72,7 +75,9 @@ def _naive(batch, cfg: GRQAConfig) -> float:
                 costs.append(-2 * probs[c] + 5 * bce + 5 * dice_cost)
                 m = emb[i, q].tolist()
                 dot = sum(a * float(bb) for a, bb in zip(m, f_bar, strict=True))
-                cos.append(dot / (math.sqrt(sum(a * a for a in m)) * math.sqrt(sum(float(bb) ** 2 for bb in f_bar))))
+                cos.append(
+                    dot / (math.sqrt(sum(a * a for a in m)) * math.sqrt(sum(float(bb) ** 2 for bb in f_bar)))
+                )
             group = sorted(range(k), key=lambda q: costs[q])[: min(cfg.group_size, k)]
             rs = [rewards[q] for q in group]
             mean = sum(rs) / len(rs)
@@ -98,7 +103,9 @@ def test_topk_groups_against_brute_force_sort():
     out = grqa_loss(**batch, cfg=GRQAConfig(group_size=3))
     for i in range(2):
         masks = resize_masks(batch["mask_labels"][i], (8, 8)).flatten(1)
-        cost = matching_cost(batch["mask_logits"][i].flatten(1), batch["class_logits"][i], masks, batch["class_labels"][i])
+        cost = matching_cost(
+            batch["mask_logits"][i].flatten(1), batch["class_logits"][i], masks, batch["class_labels"][i]
+        )
         for g in range(cost.shape[1]):
             brute = sorted(range(cost.shape[0]), key=lambda q: float(cost[q, g]))[:3]
             assert sorted(out.groups[i][:, g].tolist()) == sorted(brute)

@@ -68,7 +68,7 @@ def test_every_drawn_shape_is_labelled_and_domains_keep_labels():
         assert set(np.unique(scene["label"])) - {0} == set(last.values())  # painted in order, later on top
         for dom in DOMAINS:
             img = render(scene, dom)
-            assert img.shape == (64, 64, 3) and 0 <= img.min() and img.max() <= 1
+            assert img.shape == (64, 64, 3) and img.min() >= 0 and img.max() <= 1
     images, labels = shapes_domains(6, DOMAINS, seed=5)
     for dom in DOMAINS:
         _, lab = shapes_arrays(6, dom, seed=5)

@@ -99,7 +99,9 @@ def test_train_five_steps_and_save_pretrained_round_trip(tmp_path):
     again = AutoModelForUniversalSegmentation.from_pretrained(tmp_path).eval()
     x = to_pixel_values(images[:2])
     with torch.no_grad():
-        torch.testing.assert_close(again(pixel_values=x).masks_queries_logits, model(pixel_values=x).masks_queries_logits)
+        torch.testing.assert_close(
+            again(pixel_values=x).masks_queries_logits, model(pixel_values=x).masks_queries_logits
+        )
     assert float(again.attn_mask_probs.max()) == 0.0
 
 

@@ -25,7 +25,9 @@ def _noise_note(runs: dict[str, list[dict]], tolerance: float) -> tuple[str, dic
     std = float(np.std(base, ddof=1)) if len(base) > 1 else float("nan")
     mean = float(np.mean(deltas))
     per_domain = {
-        d: float(np.mean([g["miou"][d] - p["miou"][d] for p, g in zip(runs["plain"], runs["grqa"], strict=True)]))
+        d: float(
+            np.mean([g["miou"][d] - p["miou"][d] for p, g in zip(runs["plain"], runs["grqa"], strict=True)])
+        )
         for d in ("source", *TARGET_DOMAINS)
     }
     parts = []

@@ -35,9 +35,10 @@ def _image_size(model) -> int | None:
 
 
 def train_cmd(args: argparse.Namespace) -> int:
+    from omegaconf import OmegaConf
+
     from iclr26_core.configs import compose
     from iclr26_core.fs import check_out_dir, staged_dir, write_json
-    from omegaconf import OmegaConf
 
     from .config import GRQAConfig
     from .folders import read_dataset
@@ -87,8 +88,10 @@ def train_cmd(args: argparse.Namespace) -> int:
                 "config": OmegaConf.to_container(cfg),
             },
         )
-    print(f"trained {result.steps} steps (grqa={'off' if grqa is None else 'on'}); training-set mIoU "
-          f"{scores['miou']:.4f} -> {final}")
+    print(
+        f"trained {result.steps} steps (grqa={'off' if grqa is None else 'on'}); training-set mIoU "
+        f"{scores['miou']:.4f} -> {final}"
+    )
     return 0
 
 
@@ -122,7 +125,12 @@ def segment_cmd(args: argparse.Namespace) -> int:
             conf = confusion_matrix(pred, labels, num_classes)
             write_json(
                 tmp / "metrics.json",
-                {"miou": miou(conf), "iou": iou_per_class(conf).tolist(), "images": len(names), "ignore_index": 255},
+                {
+                    "miou": miou(conf),
+                    "iou": iou_per_class(conf).tolist(),
+                    "images": len(names),
+                    "ignore_index": 255,
+                },
             )
     line = f"segmented {len(names)} images -> {final}"
     if labels is not None:
@@ -162,4 +170,3 @@ def fps_cmd(args: argparse.Namespace) -> int:
             write_json(tmp / "fps.json", asdict(report))
         print(f"-> {Path(final) / 'fps.json'}")
     return 0
-

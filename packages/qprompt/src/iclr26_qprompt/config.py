@@ -49,7 +49,9 @@ class GRQAConfig:
             if value not in allowed:
                 raise UserError(f"grqa.{name}={value!r} is not one of {', '.join(allowed)}")
         if int(self.group_size) < 2:
-            raise UserError(f"grqa.group_size={self.group_size} must be at least 2 (a group needs a baseline)")
+            raise UserError(
+                f"grqa.group_size={self.group_size} must be at least 2 (a group needs a baseline)"
+            )
         if not self.temperature > 0:
             raise UserError(f"grqa.temperature={self.temperature} must be positive")
         self.group_size = int(self.group_size)

@@ -70,7 +70,9 @@ def draw_scene(rng: np.random.Generator, size: int = 64) -> dict:
 def _colour(u: np.ndarray, hue0: float, s: tuple[float, float], v: tuple[float, float]) -> np.ndarray:
     import colorsys
 
-    rgb = colorsys.hsv_to_rgb((hue0 + 180 * u[0]) / 360, s[0] + (s[1] - s[0]) * u[1], v[0] + (v[1] - v[0]) * u[2])
+    rgb = colorsys.hsv_to_rgb(
+        (hue0 + 180 * u[0]) / 360, s[0] + (s[1] - s[0]) * u[1], v[0] + (v[1] - v[0]) * u[2]
+    )
     return np.asarray(rgb)
 
 
@@ -115,7 +117,9 @@ def shapes_domains(
     return images, labels
 
 
-def shapes_arrays(n: int, domain: str = "source", size: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def shapes_arrays(
+    n: int, domain: str = "source", size: int = 64, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """``n`` images [n, size, size, 3] uint8 and label maps [n, size, size] uint8 (numpy, seeded)."""
     images, labels = shapes_domains(n, (domain,), size, seed)
     return images[domain], labels
@@ -126,9 +130,7 @@ def shapes_dataset(n: int, domain: str = "source", size: int = 64, seed: int = 0
     from datasets import Array2D, Array3D, Dataset, Features
 
     images, labels = shapes_arrays(n, domain, size, seed)
-    features = Features(
-        {"image": Array3D((size, size, 3), "uint8"), "label": Array2D((size, size), "uint8")}
-    )
+    features = Features({"image": Array3D((size, size, 3), "uint8"), "label": Array2D((size, size), "uint8")})
     return Dataset.from_dict({"image": images, "label": labels}, features=features).with_format("numpy")
 
 

@@ -52,7 +52,12 @@ BACKBONE_KEYS = (
 
 
 def qprompt_model(
-    cfg: Any, seed: int, *, image_size: int | None = None, num_queries: int | None = None, num_blocks: int | None = None
+    cfg: Any,
+    seed: int,
+    *,
+    image_size: int | None = None,
+    num_queries: int | None = None,
+    num_blocks: int | None = None,
 ):
     """The configured tiny QPrompt (``cfg.model``), randomly initialised with ``seed``."""
     from .model import build_qprompt
@@ -103,7 +108,9 @@ def train_arm(
     model, result = train_segmenter(model, *data["train"], tc, grqa, eval_fn=source_miou)
     scores = score_domains(model, data, num_classes)
     every = int(t.eval_every) or int(t.steps)
-    scores["curve"] = [[every * (i + 1) if i + 1 < len(curve) else int(t.steps), v] for i, (_, v) in enumerate(curve)]
+    scores["curve"] = [
+        [every * (i + 1) if i + 1 < len(curve) else int(t.steps), v] for i, (_, v) in enumerate(curve)
+    ]
     scores["final_loss"] = float(np.mean(result.losses[-20:]))
     scores["seconds"] = result.seconds
     scores["model"] = model
@@ -135,9 +142,15 @@ def speed_table(cfg: Any) -> dict[str, dict[str, float]]:
     s = cfg.speed
     size = (int(s.image_size), int(s.image_size))
     models = {
-        "QPrompt": qprompt_model(cfg, 0, image_size=int(s.image_size), num_queries=int(s.num_queries), num_blocks=1),
+        "QPrompt": qprompt_model(
+            cfg, 0, image_size=int(s.image_size), num_queries=int(s.num_queries), num_blocks=1
+        ),
         "EoMT-4": qprompt_model(
-            cfg, 0, image_size=int(s.image_size), num_queries=int(s.num_queries), num_blocks=int(s.eomt_blocks)
+            cfg,
+            0,
+            image_size=int(s.image_size),
+            num_queries=int(s.num_queries),
+            num_blocks=int(s.eomt_blocks),
         ),
         "Mask2Former": tiny_mask2former(
             int(cfg.data.num_classes),

@@ -9,7 +9,9 @@ from .data import DOMAINS
 from .folders import palette
 
 
-def examples_figure(run_dir: Path, data: dict[str, Any], runs: dict[str, list[dict]], num_classes: int, index: int = 0):
+def examples_figure(
+    run_dir: Path, data: dict[str, Any], runs: dict[str, list[dict]], num_classes: int, index: int = 0
+):
     from iclr26_core.report import pyplot, save_figure
 
     plt = pyplot()

@@ -41,7 +41,9 @@ def read_images(directory: str | Path) -> tuple[list[str], np.ndarray]:
     return [f.name for f in files], np.stack(arrays)
 
 
-def read_labels(directory: str | Path, names: list[str], num_classes: int, shape: tuple[int, int]) -> np.ndarray:
+def read_labels(
+    directory: str | Path, names: list[str], num_classes: int, shape: tuple[int, int]
+) -> np.ndarray:
     """uint8 label maps [N, H, W] for ``names``; ids must lie in 0..num_classes-1 or be 255."""
     from PIL import Image
 
@@ -55,11 +57,15 @@ def read_labels(directory: str | Path, names: list[str], num_classes: int, shape
         )
     labels = np.stack([np.asarray(Image.open(directory / n)) for n in names])
     if labels.ndim != 3 or labels.shape[1:] != tuple(shape):
-        raise UserError(f"labels must be one-channel maps of the images' size {tuple(shape)}, got {labels.shape[1:]}")
+        raise UserError(
+            f"labels must be one-channel maps of the images' size {tuple(shape)}, got {labels.shape[1:]}"
+        )
     ids = np.unique(labels)
     bad = [int(i) for i in ids if i >= num_classes and i != IGNORE]
     if bad:
-        raise UserError(f"label ids {bad} are >= num_classes {num_classes} (only 0..{num_classes - 1} and 255 allowed)")
+        raise UserError(
+            f"label ids {bad} are >= num_classes {num_classes} (only 0..{num_classes - 1} and 255 allowed)"
+        )
     return labels.astype(np.uint8)
 
 

@@ -19,7 +19,9 @@ import torch.nn.functional as F
 IGNORE = 255
 
 
-def semantic_inference(class_logits: torch.Tensor, mask_logits: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+def semantic_inference(
+    class_logits: torch.Tensor, mask_logits: torch.Tensor, size: tuple[int, int]
+) -> torch.Tensor:
     """class_logits [B, K, C+1], mask_logits [B, K, h, w] -> predicted classes [B, H, W] (long)."""
     probs = class_logits.softmax(-1)[..., :-1]
     masks = F.interpolate(mask_logits, size=tuple(size), mode="bilinear", align_corners=False).sigmoid()
@@ -55,7 +57,9 @@ def confusion_matrix(pred: Any, target: Any, num_classes: int, ignore_index: int
     target = np.asarray(target).ravel().astype(np.int64)
     keep = target != ignore_index
     pred, target = pred[keep], target[keep]
-    return np.bincount(target * num_classes + pred, minlength=num_classes**2).reshape(num_classes, num_classes)
+    return np.bincount(target * num_classes + pred, minlength=num_classes**2).reshape(
+        num_classes, num_classes
+    )
 
 
 def iou_per_class(conf: np.ndarray) -> np.ndarray:

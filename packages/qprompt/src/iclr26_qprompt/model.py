@@ -78,7 +78,9 @@ def build_qprompt(
         fields.pop(key, None)
     check_sizes(int(fields["image_size"]), int(fields["patch_size"]), int(fields["num_queries"]), num_classes)
     if not 1 <= num_blocks <= int(fields["num_hidden_layers"]):
-        raise UserError(f"num_blocks {num_blocks} must lie in 1..num_hidden_layers ({fields['num_hidden_layers']})")
+        raise UserError(
+            f"num_blocks {num_blocks} must lie in 1..num_hidden_layers ({fields['num_hidden_layers']})"
+        )
     config = EomtConfig(**{k: v for k, v in fields.items() if not k.startswith("_") and k != "model_type"})
     if seed is not None:
         torch.manual_seed(seed)
@@ -86,7 +88,9 @@ def build_qprompt(
     return set_mask_annealing(model, mask_annealing).eval()
 
 
-def _from_checkpoint(path: str, num_classes: int, num_queries: int, num_blocks: int, annealing: bool, overrides):
+def _from_checkpoint(
+    path: str, num_classes: int, num_queries: int, num_blocks: int, annealing: bool, overrides
+):
     import torch
     from transformers import EomtConfig, EomtForUniversalSegmentation
 
@@ -110,7 +114,9 @@ def _from_checkpoint(path: str, num_classes: int, num_queries: int, num_blocks: 
     with torch.no_grad():
         n = min(num_queries, source.query.weight.shape[0])
         model.query.weight[:n] = source.query.weight[:n]
-    unexpected = [k for k in missing if not k.startswith(("query.", "class_predictor.", "criterion.", "attn_mask"))]
+    unexpected = [
+        k for k in missing if not k.startswith(("query.", "class_predictor.", "criterion.", "attn_mask"))
+    ]
     if unexpected:
         raise UserError(f"{path!r}: backbone weights missing for {unexpected[:3]}")
     return set_mask_annealing(model, annealing).eval()

@@ -36,6 +36,7 @@ def bench_peers(cfg: Any, ctx: Any, data: dict[str, Any]) -> dict[str, Any]:
         return {}
     import torch
     import torch.nn.functional as F
+
     from iclr26_core.train import TrainConfig, batch_indices, train_lm
 
     from .data import to_pixel_values
@@ -57,11 +58,15 @@ def bench_peers(cfg: Any, ctx: Any, data: dict[str, Any]) -> dict[str, Any]:
         def loss_fn(m: Any, batch: Any):
             return F.cross_entropy(m(batch[0]), batch[1], ignore_index=255)
 
-        tc = TrainConfig(steps=int(t.steps), batch_size=int(t.batch_size), lr=float(t.lr), seed=int(cfg.seed), desc=name)
+        tc = TrainConfig(
+            steps=int(t.steps), batch_size=int(t.batch_size), lr=float(t.lr), seed=int(cfg.seed), desc=name
+        )
         ctx.log(f"peer {name}: training {t.steps} steps")
         train_lm(model, None, cfg=tc, batches=batches, loss_fn=loss_fn)
         model.eval()
         scores = score_domains(model, data, int(cfg.data.num_classes))
-        fps = measure_fps(model, (int(s.image_size), int(s.image_size)), warmup=int(s.warmup), iters=int(s.iters))
+        fps = measure_fps(
+            model, (int(s.image_size), int(s.image_size)), warmup=int(s.warmup), iters=int(s.iters)
+        )
         out[name] = {"miou": scores["miou"], "target": scores["target"], "fps": fps.fps, "ms": fps.ms_median}
     return out

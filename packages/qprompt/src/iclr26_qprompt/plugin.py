@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from .config import GRQAConfig
@@ -116,4 +115,3 @@ class GRQAWrapper(nn.Module):
 def with_grqa(model: nn.Module, cfg: GRQAConfig | None = None) -> GRQAWrapper:
     """Wrap an EoMT/QPrompt or Mask2Former model so that its training loss adds λ·L_GRQA."""
     return GRQAWrapper(model, cfg)
-

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from iclr26_core.report import Claim, Results
+from iclr26_core.report import Results
 
 from . import claims as rules
 from .data import DOMAINS, TARGET_DOMAINS
@@ -24,7 +24,9 @@ def _arms(cfg: Any, ctx: Any, data: dict, build, name: str, seeds: list[int], gr
     runs: dict[str, list[dict]] = {"plain": [], "grqa": []}
     for seed in seeds:
         for arm, g in (("plain", None), ("grqa", grqa_cfg)):
-            ctx.log(f"{name} {arm} seed {seed}: training {cfg.train.steps} steps on {len(data['train'][0])} images")
+            ctx.log(
+                f"{name} {arm} seed {seed}: training {cfg.train.steps} steps on {len(data['train'][0])} images"
+            )
             runs[arm].append(train_arm(cfg, data, build(seed), seed, g, desc=f"{name} {arm} s{seed}"))
     return runs
 
@@ -42,7 +44,9 @@ def run(cfg: Any, ctx: Any) -> Results:
     seed0 = int(cfg.seed)
     seeds = [seed0 + i for i in range(int(cfg.seeds))]
     grqa_cfg = grqa_config(cfg)
-    ctx.log(f"data: {cfg.data.n_train} source images, {cfg.data.n_test} held-out scenes x {len(DOMAINS)} domains")
+    ctx.log(
+        f"data: {cfg.data.n_train} source images, {cfg.data.n_test} held-out scenes x {len(DOMAINS)} domains"
+    )
     data = make_data(cfg)
     metrics: dict[str, Any] = {"seeds": seeds, "domains": list(DOMAINS)}
 
@@ -75,7 +79,9 @@ def run(cfg: Any, ctx: Any) -> Results:
             )
 
         m2f_seeds = [seed0 + i for i in range(int(m.seeds))]
-        metrics["mask2former"] = _summary(_arms(cfg, ctx, data, build_m2f, "Mask2Former", m2f_seeds, grqa_cfg))
+        metrics["mask2former"] = _summary(
+            _arms(cfg, ctx, data, build_m2f, "Mask2Former", m2f_seeds, grqa_cfg)
+        )
     if bool(cfg.bench):
         metrics["peers"] = bench_peers(cfg, ctx, data)
 
@@ -106,8 +112,15 @@ def domain_table(metrics: dict[str, Any]) -> list[dict[str, Any]]:
             row["fps"] = speed.get(fps_key, {}).get("fps") if fps_key else None
             rows.append(row)
     for name, peer in metrics.get("peers", {}).items():
-        rows.append({"model": name, "seeds": 1, **{d: peer["miou"][d] for d in DOMAINS}, "target": peer["target"],
-                     "fps": peer.get("fps")})
+        rows.append(
+            {
+                "model": name,
+                "seeds": 1,
+                **{d: peer["miou"][d] for d in DOMAINS},
+                "target": peer["target"],
+                "fps": peer.get("fps"),
+            }
+        )
     return rows
 
 
@@ -122,4 +135,4 @@ def render_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["run", "TARGET_DOMAINS"]
+__all__ = ["TARGET_DOMAINS", "run"]
