@@ -118,3 +118,16 @@ def test_bad_sizes_are_one_line_errors():
         build_qprompt(5, num_queries=4)
     with pytest.raises(UserError, match="plugs into EoMT or Mask2Former"):
         with_grqa(torch.nn.Linear(2, 2))
+
+
+def test_build_from_an_eomt_checkpoint_keeps_the_backbone(tmp_path):
+    source = build_qprompt(3, num_queries=10, num_blocks=2, seed=5)
+    source.save_pretrained(tmp_path / "eomt")
+    model = build_qprompt(5, backbone=str(tmp_path / "eomt"), num_queries=8, num_blocks=1)
+    assert model.config.num_blocks == 1 and model.class_predictor.out_features == 6
+    torch.testing.assert_close(
+        model.layers[0].attention.q_proj.weight, source.layers[0].attention.q_proj.weight
+    )
+    torch.testing.assert_close(model.query.weight, source.query.weight[:8])
+    with pytest.raises(UserError, match="does not exist"):
+        build_qprompt(5, backbone=str(tmp_path / "missing"))

@@ -96,7 +96,7 @@ def _from_checkpoint(
 
     from iclr26_core.models import load_model
 
-    source = load_model(path, auto_class="AutoModel")
+    source = load_model(path, auto_class="AutoModelForUniversalSegmentation")
     if not isinstance(source, EomtForUniversalSegmentation):
         raise UserError(f"{path!r} is not an EoMT checkpoint (got {type(source).__name__})")
     fields = source.config.to_dict()
