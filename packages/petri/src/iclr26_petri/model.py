@@ -102,8 +102,6 @@ class PetriModel(PreTrainedModel):
             nn.Linear(d, d), nn.GELU(), nn.Linear(d, d), nn.GELU(), nn.Linear(d, config.n_genes)
         )
         self.log_theta = nn.Parameter(torch.zeros(config.n_genes))
-        self.register_buffer("image_mean", torch.tensor(config.image_mean).view(1, -1, 1, 1), persistent=False)
-        self.register_buffer("image_std", torch.tensor(config.image_std).view(1, -1, 1, 1), persistent=False)
         self.post_init()
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -125,7 +123,9 @@ class PetriModel(PreTrainedModel):
     # ------------------------------------------------------------------ pieces
     def normalize_images(self, images: torch.Tensor) -> torch.Tensor:
         """z-score channels with the training statistics of the config."""
-        return (images - self.image_mean.to(images.dtype)) / self.image_std.to(images.dtype)
+        mean = torch.tensor(self.config.image_mean, dtype=images.dtype, device=images.device).view(1, -1, 1, 1)
+        std = torch.tensor(self.config.image_std, dtype=images.dtype, device=images.device).view(1, -1, 1, 1)
+        return (images - mean) / std
 
     def expression_input(self, counts: torch.Tensor, library: torch.Tensor | None = None) -> torch.Tensor:
         """log1p(counts) with ``likelihood="nb"``; log1p(1e4·x/ℓ) (log-normalised) with ``"mse"``."""
