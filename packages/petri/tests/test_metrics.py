@@ -11,8 +11,14 @@ import torch
 from scipy import stats
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from iclr26_petri import BatchTopKSAE, benjamini_hochberg, guide_consistency, relationship_recall
-from iclr26_petri import robust_center_scale, spherize
+from iclr26_petri import (
+    BatchTopKSAE,
+    benjamini_hochberg,
+    guide_consistency,
+    relationship_recall,
+    robust_center_scale,
+    spherize,
+)
 from iclr26_petri.sae import band_rule
 
 
@@ -42,7 +48,9 @@ def test_spherize_whitens_controls():
 
 def test_bh_matches_scipy():
     p = np.random.default_rng(2).uniform(size=40) ** 2
-    np.testing.assert_allclose(benjamini_hochberg(p), stats.false_discovery_control(p, method="bh"), atol=1e-12)
+    np.testing.assert_allclose(
+        benjamini_hochberg(p), stats.false_discovery_control(p, method="bh"), atol=1e-12
+    )
 
 
 def test_recall_against_sklearn():
@@ -65,7 +73,9 @@ def test_gc_pvalues_by_brute_force():
     guides = [f"s{i}" for i in range(6)]
     gene_of = dict(zip(guides, ["A", "A", "B", "B", "C", "C"], strict=True))
     base = rng.normal(size=6)
-    X = np.stack([base + 0.3 * rng.normal(size=6) if g in ("s0", "s1") else rng.normal(size=6) for g in guides])
+    X = np.stack(
+        [base + 0.3 * rng.normal(size=6) if g in ("s0", "s1") else rng.normal(size=6) for g in guides]
+    )
     prof = pd.DataFrame(X, index=guides)
     res = guide_consistency(prof, gene_of, n_null=None)
     u = X / np.linalg.norm(X, axis=1, keepdims=True)

@@ -13,7 +13,9 @@ from iclr26_core.cli import Verb, paper_cli
 def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--images", required=True, help="image array (n, C, H, W): .npy or .zarr")
     p.add_argument("--image-obs", required=True, help="CSV with one row per image cell (needs --context-key)")
-    p.add_argument("--expression", required=True, help="AnnData .h5ad (counts in layers['counts'] or integer X)")
+    p.add_argument(
+        "--expression", required=True, help="AnnData .h5ad (counts in layers['counts'] or integer X)"
+    )
     p.add_argument("--context-key", required=True, help="obs column of the shared context (e.g. guide)")
     p.add_argument("--out", required=True, help="new checkpoint directory (model + train_log.csv)")
     p.add_argument("--steps", type=int, default=1000, help="training steps (default 1000)")
@@ -51,12 +53,24 @@ app = paper_cli(
     title="PETRI: early-fusion joint reconstruction of unpaired cell images and expression",
     reproduce="iclr26_petri.reproduce:run",
     verbs=[
-        Verb("train", "train PETRI on unpaired images + AnnData grouped by a context column",
-             run="iclr26_petri.commands:train", arguments=_train_args),
-        Verb("embed", "pre-MST cell embeddings of images or expression with a trained model",
-             run="iclr26_petri.commands:embed", arguments=_embed_args),
-        Verb("profile", "perturbation profiles, guide consistency and relationship recall from embeddings",
-             run="iclr26_petri.commands:profile", arguments=_profile_args),
+        Verb(
+            "train",
+            "train PETRI on unpaired images + AnnData grouped by a context column",
+            run="iclr26_petri.commands:train",
+            arguments=_train_args,
+        ),
+        Verb(
+            "embed",
+            "pre-MST cell embeddings of images or expression with a trained model",
+            run="iclr26_petri.commands:embed",
+            arguments=_embed_args,
+        ),
+        Verb(
+            "profile",
+            "perturbation profiles, guide consistency and relationship recall from embeddings",
+            run="iclr26_petri.commands:profile",
+            arguments=_profile_args,
+        ),
     ],
     description="Learn one cell embedding from unpaired modalities grouped by perturbation.",
 )

@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+
 from iclr26_core.errors import UserError
 from iclr26_core.fs import atomic_write_text, check_out_dir, staged_dir, write_json
 
@@ -32,28 +33,57 @@ def train(args) -> int:
         raise UserError(f"{args.image_obs} has {len(obs)} rows but the images hold {len(images)} cells")
     counts, eobs = read_counts(args.expression)
     if args.context_key not in eobs.columns:
-        raise UserError(f"obs column {args.context_key!r} missing in {args.expression} (columns: {list(eobs.columns)})")
-    img_ctx, expr_ctx = obs[args.context_key].astype(str).to_numpy(), eobs[args.context_key].astype(str).to_numpy()
+        raise UserError(
+            f"obs column {args.context_key!r} missing in {args.expression} (columns: {list(eobs.columns)})"
+        )
+    img_ctx, expr_ctx = (
+        obs[args.context_key].astype(str).to_numpy(),
+        eobs[args.context_key].astype(str).to_numpy(),
+    )
     shared, dropped = shared_contexts(img_ctx, expr_ctx)
     if dropped["image_only"] or dropped["expression_only"]:
-        _say(f"dropped contexts present in one modality only: {dropped['image_only']} image-only, "
-             f"{dropped['expression_only']} expression-only; {len(shared)} shared")
+        _say(
+            f"dropped contexts present in one modality only: {dropped['image_only']} image-only, "
+            f"{dropped['expression_only']} expression-only; {len(shared)} shared"
+        )
     if args.likelihood == "nb":
         check_counts(torch.as_tensor(counts))
     mean, std = channel_stats(images)
     heads = 2 if args.hidden_size % 2 == 0 else 1
-    cfg = PetriConfig(n_channels=images.shape[1], image_size=images.shape[-1], patch_size=args.patch_size,
-                      n_genes=counts.shape[1], hidden_size=args.hidden_size, num_heads=heads, image_layers=2,
-                      n_latents=4, mst_layers=2, dec_depth=1, likelihood=args.likelihood,
-                      image_mean=mean, image_std=std)
+    cfg = PetriConfig(
+        n_channels=images.shape[1],
+        image_size=images.shape[-1],
+        patch_size=args.patch_size,
+        n_genes=counts.shape[1],
+        hidden_size=args.hidden_size,
+        num_heads=heads,
+        image_layers=2,
+        n_latents=4,
+        mst_layers=2,
+        dec_depth=1,
+        likelihood=args.likelihood,
+        image_mean=mean,
+        image_std=std,
+    )
     if images.shape[-1] != images.shape[-2]:
         raise UserError(f"images must be square, got {images.shape[-2]}x{images.shape[-1]}")
     model = PetriModel(cfg)
     from iclr26_core.cli import progress
 
-    log = train_petri(model, images, img_ctx, counts, expr_ctx, steps=args.steps, documents=args.documents,
-                      cells_per_document=args.cells_per_document, lr=args.lr, permute=args.permute,
-                      seed=args.seed, progress=lambda it, total: progress(it, total=total, desc="train"))
+    log = train_petri(
+        model,
+        images,
+        img_ctx,
+        counts,
+        expr_ctx,
+        steps=args.steps,
+        documents=args.documents,
+        cells_per_document=args.cells_per_document,
+        lr=args.lr,
+        permute=args.permute,
+        seed=args.seed,
+        progress=lambda it, total: progress(it, total=total, desc="train"),
+    )
     with staged_dir(final) as tmp:
         model.save_pretrained(tmp)
         atomic_write_text(tmp / "train_log.csv", pd.DataFrame(log).to_csv(index=False))
@@ -88,8 +118,10 @@ def embed(args) -> int:
     if args.images:
         x = read_images(args.images)
         if x.shape[1:] != (model.config.n_channels, model.config.image_size, model.config.image_size):
-            raise UserError(f"images have shape {x.shape[1:]}, the model expects "
-                            f"{(model.config.n_channels, model.config.image_size, model.config.image_size)}")
+            raise UserError(
+                f"images have shape {x.shape[1:]}, the model expects "
+                f"{(model.config.n_channels, model.config.image_size, model.config.image_size)}"
+            )
         emb, ids = embed_fn(model, images=x), np.arange(len(x)).astype(str)
     else:
         counts, eobs = read_counts(args.expression)
@@ -119,8 +151,13 @@ def profile(args) -> int:
         if len(obs) != len(x):
             raise UserError(f"{csv} has {len(obs)} rows but {npz} holds {len(x)} embeddings")
         emb[m] = (x, obs)
-    prof = perturbation_profiles(emb, context_key=args.context_key, control_value=args.control_value,
-                                 batch_key=args.batch_key, gene_key=args.gene_key)
+    prof = perturbation_profiles(
+        emb,
+        context_key=args.context_key,
+        control_value=args.control_value,
+        batch_key=args.batch_key,
+        gene_key=args.gene_key,
+    )
     gene_of = {}
     for _, obs in emb.values():
         src = obs[args.gene_key] if args.gene_key else obs[args.context_key]

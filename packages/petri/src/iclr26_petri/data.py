@@ -29,8 +29,14 @@ class Screen:
     truth: dict = field(default_factory=dict)
 
 
-def _design(rng: np.random.Generator, n_pathways: int, genes_per_pathway: int, guides_per_gene: int,
-            n_controls: int, n_genes: int) -> dict:
+def _design(
+    rng: np.random.Generator,
+    n_pathways: int,
+    genes_per_pathway: int,
+    guides_per_gene: int,
+    n_controls: int,
+    n_genes: int,
+) -> dict:
     blocks = [SHARED] * 3 + [IMAGE_ONLY] * 3 + [EXPR_ONLY] * 2
     blocks = [blocks[p % len(blocks)] for p in range(n_pathways)]
     beta = np.zeros((n_pathways, 12))
@@ -57,8 +63,16 @@ def _design(rng: np.random.Generator, n_pathways: int, genes_per_pathway: int, g
         W[gi, dims] = rng.normal(0, 0.5, size=2)
     W[:8, 0] = 1.0  # the "lipid module" loads on s0
     b = rng.normal(size=n_genes)
-    return dict(beta=beta, genes=genes, pathway=pathway, gamma=gamma, guides=guides, W=W, b=b,
-                well_effect=rng.normal(0, 0.15, size=4))
+    return dict(
+        beta=beta,
+        genes=genes,
+        pathway=pathway,
+        gamma=gamma,
+        guides=guides,
+        W=W,
+        b=b,
+        well_effect=rng.normal(0, 0.15, size=4),
+    )
 
 
 def _states(rng, design, cells_per_guide):
@@ -73,7 +87,9 @@ def _states(rng, design, cells_per_guide):
     return np.concatenate(states), obs
 
 
-def render_images(s: np.ndarray, wells: np.ndarray, well_effect: np.ndarray, rng, size: int = 16) -> np.ndarray:
+def render_images(
+    s: np.ndarray, wells: np.ndarray, well_effect: np.ndarray, rng, size: int = 16
+) -> np.ndarray:
     """Cell images [n, 2, size, size] from states ``s`` [n, 12] (see the module docstring for the recipe)."""
     n = len(s)
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float64)
@@ -116,8 +132,9 @@ def synthetic_screen(
 ) -> Screen:
     """The screen of design ``seed``; cells are drawn from ``cell_seed`` (default ``seed``), independently per
     modality (unpaired). A fresh ``cell_seed`` with the same ``seed`` gives test cells of the same screen."""
-    design = _design(np.random.default_rng(seed), n_pathways, genes_per_pathway, guides_per_gene,
-                     n_controls, n_genes)
+    design = _design(
+        np.random.default_rng(seed), n_pathways, genes_per_pathway, guides_per_gene, n_controls, n_genes
+    )
     rng = np.random.default_rng([seed, 7919 if cell_seed is None else cell_seed])
     s_img, obs_img = _states(rng, design, cells_per_guide)
     wells = obs_img["well"].str[1:].astype(int).to_numpy()
@@ -129,15 +146,20 @@ def synthetic_screen(
     prob /= prob.sum(1, keepdims=True)
     counts = rng.poisson(lib[:, None] * prob).astype(np.float32)
     genes = design["genes"]
-    positives = [(a, b) for i, a in enumerate(genes) for b in genes[i + 1 :]
-                 if design["pathway"][a] == design["pathway"][b]]
+    positives = [
+        (a, b)
+        for i, a in enumerate(genes)
+        for b in genes[i + 1 :]
+        if design["pathway"][a] == design["pathway"][b]
+    ]
     truth = dict(
         pathway=design["pathway"],
         positives=positives,
         efficacy={g: e for g, _, _, e in design["guides"]},
         gene_of_guide={g: gene for g, gene, _, _ in design["guides"]},
-        lipid_effect={g: (e * design["gamma"][gene][0] if gene != "NTC" else 0.0)
-                      for g, gene, _, e in design["guides"]},
+        lipid_effect={
+            g: (e * design["gamma"][gene][0] if gene != "NTC" else 0.0) for g, gene, _, e in design["guides"]
+        },
         pathway_of_guide={g: p for g, _, p, _ in design["guides"]},
     )
     return Screen(images, obs_img, counts, obs_expr, truth)

@@ -16,8 +16,9 @@ def _as_tensor(x) -> torch.Tensor:
 
 
 @torch.no_grad()
-def embed(model, *, images=None, counts=None, stage: str = "pre_mst", batch_size: int = 256,
-          **documents) -> torch.Tensor:
+def embed(
+    model, *, images=None, counts=None, stage: str = "pre_mst", batch_size: int = 256, **documents
+) -> torch.Tensor:
     """Embeddings [n, D] of ``images`` [n, C, H, W] or ``counts`` [n, n_genes]: the mean of the L pre-MST
     latents of each cell encoded alone with every token visible. ``stage="post_mst"`` needs the documents'
     contexts (see `embed_documents`; pass ``image_context``/``expression_context`` and both modalities)."""
@@ -37,8 +38,17 @@ def embed(model, *, images=None, counts=None, stage: str = "pre_mst", batch_size
 
 
 @torch.no_grad()
-def embed_documents(model, images, counts, *, image_context: Sequence, expression_context: Sequence,
-                    cells_per_document: int = 8, seed: int = 0, batch_docs: int = 32) -> tuple[torch.Tensor, ...]:
+def embed_documents(
+    model,
+    images,
+    counts,
+    *,
+    image_context: Sequence,
+    expression_context: Sequence,
+    cells_per_document: int = 8,
+    seed: int = 0,
+    batch_docs: int = 32,
+) -> tuple[torch.Tensor, ...]:
     """Post-MST embeddings (image [n_img, D], expression [n_expr, D]): every cell of one modality sits once in a
     document of its context whose other half is drawn (with replacement) from the same context; all tokens
     visible; the embedding is the mean of the cell's L post-MST latents."""

@@ -40,7 +40,9 @@ def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
     return x.permute(0, 2, 4, 1, 3, 5).reshape(n, (h // patch) * (w // patch), c * patch * patch)
 
 
-def gather_visible(mask: torch.Tensor | None, n_tokens: int, n: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+def gather_visible(
+    mask: torch.Tensor | None, n_tokens: int, n: int, device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Indices [n, V] of the visible tokens (``mask`` True = masked), visible first in index order, and the
     key-padding mask [n, V] (True = padding) for rows with fewer than V visible tokens."""
     if mask is None:
@@ -84,7 +86,9 @@ class ImageEncoder(nn.Module):
         attn = None
         if pad.any():  # additive mask [n, 1, 1, T]: padded keys get -inf
             keypad = torch.cat([pad, torch.zeros(n, lat.shape[1], dtype=torch.bool, device=pad.device)], 1)
-            attn = torch.zeros(keypad.shape, dtype=x.dtype, device=x.device).masked_fill(keypad, float("-inf"))
+            attn = torch.zeros(keypad.shape, dtype=x.dtype, device=x.device).masked_fill(
+                keypad, float("-inf")
+            )
             attn = attn[:, None, None, :]
         for blk in self.blocks:
             x = blk(x, attn)

@@ -16,12 +16,22 @@ def model_config(cfg, screen: Screen, mst_layers: int | None = None) -> PetriCon
     mean, std = channel_stats(screen.images)
     m = cfg.model
     return PetriConfig(
-        n_channels=screen.images.shape[1], image_size=screen.images.shape[-1], patch_size=m.patch_size,
-        n_genes=screen.counts.shape[1], hidden_size=m.hidden_size, num_heads=m.num_heads,
-        image_layers=m.image_layers, n_latents=m.n_latents, perceiver_rounds=m.perceiver_rounds,
-        mst_layers=m.mst_layers if mst_layers is None else mst_layers, dec_depth=m.dec_depth,
-        mask_ratio=m.mask_ratio, likelihood=m.likelihood, modality_embedding=m.modality_embedding,
-        image_mean=mean, image_std=std,
+        n_channels=screen.images.shape[1],
+        image_size=screen.images.shape[-1],
+        patch_size=m.patch_size,
+        n_genes=screen.counts.shape[1],
+        hidden_size=m.hidden_size,
+        num_heads=m.num_heads,
+        image_layers=m.image_layers,
+        n_latents=m.n_latents,
+        perceiver_rounds=m.perceiver_rounds,
+        mst_layers=m.mst_layers if mst_layers is None else mst_layers,
+        dec_depth=m.dec_depth,
+        mask_ratio=m.mask_ratio,
+        likelihood=m.likelihood,
+        modality_embedding=m.modality_embedding,
+        image_mean=mean,
+        image_std=std,
     )
 
 
@@ -40,9 +50,13 @@ def c1_documents(test: Screen, n_docs: int, S: int, min_effect: float, pathways=
         p = cand[rng.integers(len(cand))]
         others = neg if le[p] > 0 else pos
         q = others[rng.integers(len(others))]
-        docs.append((rng.choice(np.flatnonzero(img_guide == p), S),
-                     rng.choice(np.flatnonzero(expr_guide == p), S),
-                     rng.choice(np.flatnonzero(expr_guide == q), S)))
+        docs.append(
+            (
+                rng.choice(np.flatnonzero(img_guide == p), S),
+                rng.choice(np.flatnonzero(expr_guide == p), S),
+                rng.choice(np.flatnonzero(expr_guide == q), S),
+            )
+        )
     return docs
 
 
@@ -75,8 +89,11 @@ def c1_gap(model: PetriModel, test: Screen, docs, seed: int = 0, channel: int = 
             err[name] += float((((pred - target) ** 2).sum(-1) * im_mask).sum())
         n_pix += float(im_mask.sum()) * P2
     mse = {k: v / n_pix for k, v in err.items()}
-    return dict(mse_matched=mse["matched"], mse_mismatched=mse["mismatched"],
-                gap=(mse["mismatched"] - mse["matched"]) / mse["mismatched"])
+    return dict(
+        mse_matched=mse["matched"],
+        mse_mismatched=mse["mismatched"],
+        gap=(mse["mismatched"] - mse["matched"]) / mse["mismatched"],
+    )
 
 
 def train_arm(job: dict) -> dict:
@@ -92,9 +109,27 @@ def train_arm(job: dict) -> dict:
         gaps[step] = c1_gap(m, test, job["c1_docs"], seed=seed)["gap"]
 
     t = cfg.train
-    log = train_petri(model, train.images, train.image_obs["guide"].to_numpy(), train.counts,
-                      train.expression_obs["guide"].to_numpy(), steps=t.steps, documents=t.documents,
-                      cells_per_document=t.cells_per_document, lr=t.lr, weight_decay=t.weight_decay,
-                      permute=permute, seed=seed, callback=cb, callback_steps=list(t.log_steps) + [t.steps])
-    return dict(state=model.state_dict(), config=model.config.to_dict(), log=log, gaps=gaps,
-                permute=permute, seed=seed)
+    log = train_petri(
+        model,
+        train.images,
+        train.image_obs["guide"].to_numpy(),
+        train.counts,
+        train.expression_obs["guide"].to_numpy(),
+        steps=t.steps,
+        documents=t.documents,
+        cells_per_document=t.cells_per_document,
+        lr=t.lr,
+        weight_decay=t.weight_decay,
+        permute=permute,
+        seed=seed,
+        callback=cb,
+        callback_steps=[*list(t.log_steps), t.steps],
+    )
+    return dict(
+        state=model.state_dict(),
+        config=model.config.to_dict(),
+        log=log,
+        gaps=gaps,
+        permute=permute,
+        seed=seed,
+    )

@@ -19,12 +19,17 @@ def _plt():
 def bodipy_figure(path: Path, petri: list, permuted: list) -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
-    for k, (name, rs) in enumerate((("PETRI", petri), ("permuted", permuted))):
+    for k, rs in enumerate((petri, permuted)):
         rs = [r["c1"] for r in rs if r["c1"]]
         for j, cond in enumerate(("mse_matched", "mse_mismatched")):
             vals = [r[cond] for r in rs]
-            ax.bar(k * 3 + j, np.mean(vals) if vals else 0, yerr=np.std(vals) if vals else 0,
-                   color=["tab:blue", "tab:orange"][j], label=cond[4:] if k == 0 else None)
+            ax.bar(
+                k * 3 + j,
+                np.mean(vals) if vals else 0,
+                yerr=np.std(vals) if vals else 0,
+                color=["tab:blue", "tab:orange"][j],
+                label=cond[4:] if k == 0 else None,
+            )
     ax.set_xticks([0.5, 3.5], ["PETRI", "permuted"])
     ax.set_ylabel("masked lipid-channel MSE (z-scored)")
     ax.legend(frameon=False)

@@ -65,8 +65,11 @@ def guide_consistency(
     ``n_null=None`` enumerates every subset instead (exact; small screens only). BH at ``alpha``."""
     rng = np.random.default_rng(seed)
     controls = set(controls)
-    guides = [g for g in guide_profiles.index if gene_of_guide.get(g) is not None
-              and gene_of_guide[g] not in controls]
+    guides = [
+        g
+        for g in guide_profiles.index
+        if gene_of_guide.get(g) is not None and gene_of_guide[g] not in controls
+    ]
     genes = pd.Series({g: gene_of_guide[g] for g in guides})
     X = _unit(guide_profiles.loc[guides].to_numpy(dtype=np.float64))
     pos = {g: i for i, g in enumerate(guides)}
@@ -81,8 +84,9 @@ def guide_consistency(
         if n_null is None:
             null = np.array([mean_pairwise_cosine(X[list(c)]) for c in combinations(others, k)])
         else:
-            null = np.array([mean_pairwise_cosine(X[rng.choice(others, k, replace=False)])
-                             for _ in range(n_null)])
+            null = np.array(
+                [mean_pairwise_cosine(X[rng.choice(others, k, replace=False)]) for _ in range(n_null)]
+            )
         p = (1 + np.sum(null >= obs - 1e-12)) / (len(null) + 1)
         rows.append((gene, k, obs, p))
     table = pd.DataFrame(rows, columns=["gene", "n_guides", "gc", "p"]).set_index("gene")

@@ -49,7 +49,9 @@ class DocumentBatch:
         if gm is None:
             gm = random_mask(g * s, cfg.n_genes, cfg.mask_ratio, generator).reshape(g, s, -1)
         lib = self.library if self.library is not None else self.counts.sum(-1)
-        return DocumentBatch(self.images, self.counts, lib, im.to(self.images.device), gm.to(self.counts.device))
+        return DocumentBatch(
+            self.images, self.counts, lib, im.to(self.images.device), gm.to(self.counts.device)
+        )
 
 
 @dataclass
@@ -123,7 +125,9 @@ class PetriModel(PreTrainedModel):
     # ------------------------------------------------------------------ pieces
     def normalize_images(self, images: torch.Tensor) -> torch.Tensor:
         """z-score channels with the training statistics of the config."""
-        mean = torch.tensor(self.config.image_mean, dtype=images.dtype, device=images.device).view(1, -1, 1, 1)
+        mean = torch.tensor(self.config.image_mean, dtype=images.dtype, device=images.device).view(
+            1, -1, 1, 1
+        )
         std = torch.tensor(self.config.image_std, dtype=images.dtype, device=images.device).view(1, -1, 1, 1)
         return (images - mean) / std
 
@@ -142,7 +146,9 @@ class PetriModel(PreTrainedModel):
         """Pre-MST expression latents [n, L, D] of ``counts`` [n, n_genes]."""
         return self.expression_encoder(self.expression_input(counts, library), mask)
 
-    def fuse(self, z_img: torch.Tensor, z_expr: torch.Tensor, n_docs: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def fuse(
+        self, z_img: torch.Tensor, z_expr: torch.Tensor, n_docs: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The Multimodal Set Transformer: (G·S, L, D) per modality -> (G, 2·S·L, D) -> blocks -> split back."""
         if self.config.modality_embedding:
             z_img, z_expr = z_img + self.modality[0], z_expr + self.modality[1]

@@ -50,11 +50,14 @@ def _check_columns(obs: pd.DataFrame, keys: list[str | None], modality: str) -> 
 
     for key in keys:
         if key is not None and key not in obs.columns:
-            raise UserError(f"obs column {key!r} missing in the {modality} obs (columns: {list(obs.columns)})")
+            raise UserError(
+                f"obs column {key!r} missing in the {modality} obs (columns: {list(obs.columns)})"
+            )
 
 
-def modality_profiles(emb: np.ndarray, obs: pd.DataFrame, *, context_key: str, control_value: str,
-                      batch_key: str | None = None) -> pd.DataFrame:
+def modality_profiles(
+    emb: np.ndarray, obs: pd.DataFrame, *, context_key: str, control_value: str, batch_key: str | None = None
+) -> pd.DataFrame:
     """Guide profiles of one modality: robust z per batch against its controls, spherize on controls, means."""
     control = (obs[context_key].astype(str) == str(control_value)).to_numpy()
     return _guide_level(emb, obs, control, context_key, batch_key)

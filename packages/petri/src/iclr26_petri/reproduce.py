@@ -8,8 +8,11 @@ from iclr26_core.report import Claim, Results
 
 
 def _trainings(cfg, ctx, train, test, c1_docs) -> list[dict]:
-    jobs = [dict(cfg=cfg, train=train, test=test, permute=permute, seed=int(seed), c1_docs=c1_docs)
-            for seed in range(cfg.seeds) for permute in (False, True)]
+    jobs = [
+        dict(cfg=cfg, train=train, test=test, permute=permute, seed=int(seed), c1_docs=c1_docs)
+        for seed in range(cfg.seeds)
+        for permute in (False, True)
+    ]
     from .experiment import train_arm
 
     bar = ctx.progress(total=len(jobs), desc="train PETRI + permuted")
@@ -35,12 +38,20 @@ def _profiles_metrics(emb_i, emb_e, test, cfg) -> dict:
     from .metrics import guide_consistency, relationship_recall
     from .profiles import perturbation_profiles
 
-    prof = perturbation_profiles({"image": (emb_i, test.image_obs), "expression": (emb_e, test.expression_obs)},
-                                 context_key="guide", control_value="NTC", batch_key="well", gene_key="gene")
+    prof = perturbation_profiles(
+        {"image": (emb_i, test.image_obs), "expression": (emb_e, test.expression_obs)},
+        context_key="guide",
+        control_value="NTC",
+        batch_key="well",
+        gene_key="gene",
+    )
     out = {}
     pos = test.truth["positives"]
-    guides = {"image": prof.per_modality["image"], "expression": prof.per_modality["expression"],
-              "multimodal": prof.multimodal}
+    guides = {
+        "image": prof.per_modality["image"],
+        "expression": prof.per_modality["expression"],
+        "multimodal": prof.multimodal,
+    }
     for m, g in guides.items():
         rec = relationship_recall(prof.genes[m], pos)
         gc = guide_consistency(g, test.truth["gene_of_guide"], n_null=cfg.metrics.n_null, seed=0)
@@ -58,8 +69,13 @@ def _late_fusion(test, n_pcs: int) -> dict:
 
     xi = PCA(n_pcs, random_state=0).fit_transform(test.images.reshape(len(test.images), -1))
     xe = PCA(n_pcs, random_state=0).fit_transform(np.log1p(test.counts))
-    prof = perturbation_profiles({"image": (xi, test.image_obs), "expression": (xe, test.expression_obs)},
-                                 context_key="guide", control_value="NTC", batch_key="well", gene_key="gene")
+    prof = perturbation_profiles(
+        {"image": (xi, test.image_obs), "expression": (xe, test.expression_obs)},
+        context_key="guide",
+        control_value="NTC",
+        batch_key="well",
+        gene_key="gene",
+    )
     cat = pd.concat([prof.genes["image"], prof.genes["expression"]], axis=1, join="inner")
     cat_g = pd.concat([prof.per_modality["image"], prof.per_modality["expression"]], axis=1, join="inner")
     rec = relationship_recall(cat, test.truth["positives"])
@@ -78,21 +94,28 @@ def _ms(xs) -> str:
 def run(cfg, ctx) -> Results:
     import torch
 
+    from .config import PetriConfig
     from .data import synthetic_screen
     from .embedding import embed, embed_documents
     from .experiment import c1_documents, c1_gap
     from .figures import bodipy_figure, roc_figure
     from .model import PetriModel
-    from .config import PetriConfig
     from .sae import multimodal_dims
 
     d = cfg.data
-    kw = dict(n_pathways=d.n_pathways, genes_per_pathway=d.genes_per_pathway, guides_per_gene=d.guides_per_gene,
-              n_controls=d.n_controls, n_genes=d.n_genes)
+    kw = dict(
+        n_pathways=d.n_pathways,
+        genes_per_pathway=d.genes_per_pathway,
+        guides_per_gene=d.guides_per_gene,
+        n_controls=d.n_controls,
+        n_genes=d.n_genes,
+    )
     train = synthetic_screen(d.seed, d.cells_per_guide, cell_seed=1, **kw)
     test = synthetic_screen(d.seed, d.cells_per_guide, cell_seed=2, **kw)
-    ctx.log(f"screen: {len(train.images)} image + {len(train.counts)} expression cells per split, "
-            f"{train.image_obs['guide'].nunique()} guides")
+    ctx.log(
+        f"screen: {len(train.images)} image + {len(train.counts)} expression cells per split, "
+        f"{train.image_obs['guide'].nunique()} guides"
+    )
     c1_docs = c1_documents(test, cfg.c1.documents, cfg.train.cells_per_document, cfg.c1.min_effect)
     runs = _trainings(cfg, ctx, train, test, c1_docs)
     arms = {"petri": [], "permuted": []}
@@ -107,13 +130,22 @@ def run(cfg, ctx) -> Results:
             ei = embed(model, images=test.images).numpy()
             ee = embed(model, counts=test.counts).numpy()
         res["profiles"] = _profiles_metrics(ei, ee, test, cfg)
-        res["sae"] = [multimodal_dims(ei, ee, n_latents=cfg.sae.n_latents, k=cfg.sae.k, steps=cfg.sae.steps,
-                                      seed=s).count for s in range(cfg.sae.seeds)]
+        res["sae"] = [
+            multimodal_dims(
+                ei, ee, n_latents=cfg.sae.n_latents, k=cfg.sae.k, steps=cfg.sae.steps, seed=s
+            ).count
+            for s in range(cfg.sae.seeds)
+        ]
         if arm == "petri":
-            pi, pe = embed_documents(model, test.images, test.counts,
-                                     image_context=test.image_obs["guide"].to_numpy(),
-                                     expression_context=test.expression_obs["guide"].to_numpy(),
-                                     cells_per_document=cfg.train.cells_per_document, seed=r["seed"])
+            pi, pe = embed_documents(
+                model,
+                test.images,
+                test.counts,
+                image_context=test.image_obs["guide"].to_numpy(),
+                expression_context=test.expression_obs["guide"].to_numpy(),
+                cells_per_document=cfg.train.cells_per_document,
+                seed=r["seed"],
+            )
             res["post"] = _profiles_metrics(pi.numpy(), pe.numpy(), test, cfg)
         arms[arm].append(res)
     late = _late_fusion(test, cfg.baselines.pca_components)
@@ -133,8 +165,10 @@ def _claims(cfg, ctx, arms, late, bodipy_figure, roc_figure) -> Results:
         return [r[stage][m][key] for r in rs]
 
     tpr = {m: _mean(prof(P, m, "tpr")) for m in ("image", "expression", "multimodal")}
-    c3_holds = (tpr["multimodal"] >= max(tpr["image"], tpr["expression"]) + 0.02
-                and tpr["multimodal"] >= late["tpr"] - 0.02)
+    c3_holds = (
+        tpr["multimodal"] >= max(tpr["image"], tpr["expression"]) + 0.02
+        and tpr["multimodal"] >= late["tpr"] - 0.02
+    )
     gc = {m: _mean(prof(P, m, "gc")) for m in ("image", "expression", "multimodal")}
     c4_holds = gc["multimodal"] >= max(gc["image"], gc["expression"])
     tpr_post = _mean(prof(P, "multimodal", "tpr", "post"))
@@ -142,38 +176,78 @@ def _claims(cfg, ctx, arms, late, bodipy_figure, roc_figure) -> Results:
     steps_gaps = {str(s): [r["gaps"][s] for r in P] for s in P[0]["gaps"]}
     steps_gaps_q = {str(s): [r["gaps"][s] for r in Q] for s in Q[0]["gaps"]}
     claims = [
-        Claim("C1", "PETRI uses cross-modal context (BODIPY test)",
-              "matched expression lowers masked lipid MSE; no effect when permuted",
-              {"petri": _mean(gap_p), "permuted": _mean(gap_q)}, c1_holds,
-              f"gap(PETRI) >= {cfg.c1.min_gap} and gap(PETRI) > gap(permuted), mean over seeds",
-              f"gap PETRI {_ms(gap_p)}, permuted {_ms(gap_q)}; PETRI gap by step "
-              + ", ".join(f"{s}: {np.mean(v):.3f}" for s, v in steps_gaps.items())),
-        Claim("C2", "the SAE finds multimodal latents in PETRI, not in the permuted model", "298 vs 0",
-              {"petri": _mean(sae_p), "permuted": _mean(sae_q)}, c2_holds,
-              f"mean count(PETRI) >= mean count(permuted) + {cfg.sae.margin}",
-              f"{len(sae_p)} SAEs per arm; PETRI {_ms(sae_p)}, permuted {_ms(sae_q)}"),
-        Claim("C3", "multimodal profiles recover known relationships better",
-              "TPR@5%FPR 0.242 vs 0.219 (HepG2)", {**tpr, "late_fusion_pca": late["tpr"]}, c3_holds,
-              "TPR(multi) >= max(unimodal) + 0.02 and TPR(multi) >= TPR(late-fusion PCA) - 0.02",
-              "the first part holds largely by construction (image-only / expression-only pathways); "
-              f"multimodal TPR {_ms(prof(P, 'multimodal', 'tpr'))}; AUC multi "
-              f"{_mean(prof(P, 'multimodal', 'auc')):.3f}, permuted-model multi TPR "
-              f"{_mean(prof(Q, 'multimodal', 'tpr')):.3f}"),
-        Claim("C4", "multimodal profiles have consistent guides", "GC 0.208 vs 0.059 (Perturb-Multi)",
-              {**gc, "late_fusion_pca": late["gc"]}, c4_holds, "fraction(multi) >= max(unimodal fractions)",
-              "largely by construction, as for C3; permuted-model multi GC "
-              f"{_mean(prof(Q, 'multimodal', 'gc')):.3f}"),
-        Claim("C5", "pre-MST embeddings beat post-MST ones", "qualitative (appendix)",
-              {"pre": tpr["multimodal"], "post": tpr_post}, c5_holds, "TPR(pre) >= TPR(post), mean over seeds",
-              "multimodal gene profiles; post-MST from test documents of the same guide"),
+        Claim(
+            "C1",
+            "PETRI uses cross-modal context (BODIPY test)",
+            "matched expression lowers masked lipid MSE; no effect when permuted",
+            {"petri": _mean(gap_p), "permuted": _mean(gap_q)},
+            c1_holds,
+            f"gap(PETRI) >= {cfg.c1.min_gap} and gap(PETRI) > gap(permuted), mean over seeds",
+            f"gap PETRI {_ms(gap_p)}, permuted {_ms(gap_q)}; PETRI gap by step "
+            + ", ".join(f"{s}: {np.mean(v):.3f}" for s, v in steps_gaps.items()),
+        ),
+        Claim(
+            "C2",
+            "the SAE finds multimodal latents in PETRI, not in the permuted model",
+            "298 vs 0",
+            {"petri": _mean(sae_p), "permuted": _mean(sae_q)},
+            c2_holds,
+            f"mean count(PETRI) >= mean count(permuted) + {cfg.sae.margin}",
+            f"{len(sae_p)} SAEs per arm; PETRI {_ms(sae_p)}, permuted {_ms(sae_q)}",
+        ),
+        Claim(
+            "C3",
+            "multimodal profiles recover known relationships better",
+            "TPR@5%FPR 0.242 vs 0.219 (HepG2)",
+            {**tpr, "late_fusion_pca": late["tpr"]},
+            c3_holds,
+            "TPR(multi) >= max(unimodal) + 0.02 and TPR(multi) >= TPR(late-fusion PCA) - 0.02",
+            "the first part holds largely by construction (image-only / expression-only pathways); "
+            f"multimodal TPR {_ms(prof(P, 'multimodal', 'tpr'))}; AUC multi "
+            f"{_mean(prof(P, 'multimodal', 'auc')):.3f}, permuted-model multi TPR "
+            f"{_mean(prof(Q, 'multimodal', 'tpr')):.3f}",
+        ),
+        Claim(
+            "C4",
+            "multimodal profiles have consistent guides",
+            "GC 0.208 vs 0.059 (Perturb-Multi)",
+            {**gc, "late_fusion_pca": late["gc"]},
+            c4_holds,
+            "fraction(multi) >= max(unimodal fractions)",
+            "largely by construction, as for C3; permuted-model multi GC "
+            f"{_mean(prof(Q, 'multimodal', 'gc')):.3f}",
+        ),
+        Claim(
+            "C5",
+            "pre-MST embeddings beat post-MST ones",
+            "qualitative (appendix)",
+            {"pre": tpr["multimodal"], "post": tpr_post},
+            c5_holds,
+            "TPR(pre) >= TPR(post), mean over seeds",
+            "multimodal gene profiles; post-MST from test documents of the same guide",
+        ),
     ]
     files = [bodipy_figure(ctx.run_dir / "bodipy.png", P, Q), roc_figure(ctx.run_dir / "roc.png", P[0], late)]
     metrics = dict(
-        c1={"petri": [r["c1"] for r in P], "permuted": [r["c1"] for r in Q], "gap_by_step_petri": steps_gaps,
-            "gap_by_step_permuted": steps_gaps_q, "min_gap": cfg.c1.min_gap},
+        c1={
+            "petri": [r["c1"] for r in P],
+            "permuted": [r["c1"] for r in Q],
+            "gap_by_step_petri": steps_gaps,
+            "gap_by_step_permuted": steps_gaps_q,
+            "min_gap": cfg.c1.min_gap,
+        },
         c2={"petri": sae_p, "permuted": sae_q, "margin": cfg.sae.margin},
-        profiles={arm: [{st: {m: {k: v for k, v in x.items() if k != "roc"} for m, x in r[st].items()}
-                         for st in ("profiles", "post") if st in r} for r in rs] for arm, rs in arms.items()},
+        profiles={
+            arm: [
+                {
+                    st: {m: {k: v for k, v in x.items() if k != "roc"} for m, x in r[st].items()}
+                    for st in ("profiles", "post")
+                    if st in r
+                }
+                for r in rs
+            ]
+            for arm, rs in arms.items()
+        },
         late_fusion={k: v for k, v in late.items() if k != "roc"},
         train_log={arm: [r["log"] for r in rs] for arm, rs in arms.items()},
     )

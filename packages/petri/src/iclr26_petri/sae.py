@@ -81,8 +81,15 @@ def scale_unit_msn(x: torch.Tensor) -> torch.Tensor:
     return x / x.pow(2).sum(-1).mean().sqrt().clamp_min(1e-12)
 
 
-def train_sae(x: torch.Tensor, n_latents: int, k: int, steps: int, batch_size: int = 256, lr: float = 1e-3,
-              seed: int = 0) -> BatchTopKSAE:
+def train_sae(
+    x: torch.Tensor,
+    n_latents: int,
+    k: int,
+    steps: int,
+    batch_size: int = 256,
+    lr: float = 1e-3,
+    seed: int = 0,
+) -> BatchTopKSAE:
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     sae = BatchTopKSAE(x.shape[1], n_latents, k)

@@ -46,17 +46,27 @@ def train_petri(
     imgs = torch.as_tensor(np.asarray(images, dtype=np.float32))
     cnts = torch.as_tensor(np.asarray(counts, dtype=np.float32))
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s / steps, 1.0))))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s / steps, 1.0)))
+    )
     log = []
     it = range(1, steps + 1)
     it = progress(it, total=steps) if progress else it
     model.train()
     for step in it:
-        plan = make_documents(image_context, expression_context, cells_per_document=cells_per_document,
-                              n_documents=documents, permute=permute, seed=seed * 1_000_003 + step)
+        plan = make_documents(
+            image_context,
+            expression_context,
+            cells_per_document=cells_per_document,
+            n_documents=documents,
+            permute=permute,
+            seed=seed * 1_000_003 + step,
+        )
         g, s = plan.shape
-        batch = DocumentBatch(imgs[plan.image_ids.reshape(-1)].reshape(g, s, *imgs.shape[1:]),
-                              cnts[plan.expression_ids.reshape(-1)].reshape(g, s, -1))
+        batch = DocumentBatch(
+            imgs[plan.image_ids.reshape(-1)].reshape(g, s, *imgs.shape[1:]),
+            cnts[plan.expression_ids.reshape(-1)].reshape(g, s, -1),
+        )
         out = model(batch, generator=gen)
         if not torch.isfinite(out.loss):
             raise TrainingDiverged(f"the loss became {out.loss.item()} at step {step}")
@@ -66,8 +76,14 @@ def train_petri(
         opt.step()
         sched.step()
         if step == 1 or step == steps or step % 50 == 0:
-            log.append(dict(step=step, loss=out.loss.item(), loss_image=out.loss_image.item(),
-                            loss_expression=out.loss_expression.item()))
+            log.append(
+                dict(
+                    step=step,
+                    loss=out.loss.item(),
+                    loss_image=out.loss_image.item(),
+                    loss_expression=out.loss_expression.item(),
+                )
+            )
         if callback is not None and step in callback_steps:
             model.eval()
             callback(step, model)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from iclr26_core.errors import UserError
 
 
@@ -43,7 +44,7 @@ def read_counts(path: str) -> tuple[np.ndarray, pd.DataFrame]:
     import anndata as ad
 
     a = ad.read_h5ad(path)
-    x = a.layers["counts"] if "counts" in a.layers else a.X
+    x = a.layers.get("counts", a.X)
     x = x.toarray() if hasattr(x, "toarray") else np.asarray(x)
     x = x.astype(np.float64)
     if "counts" not in a.layers and (np.any(x < 0) or np.any(x != np.round(x))):
