@@ -37,10 +37,10 @@ def robust_center_scale(x: np.ndarray, control: np.ndarray) -> np.ndarray:
 
 
 def spherize(x: np.ndarray, control: np.ndarray) -> np.ndarray:
-    """PCA whitening fitted on the control rows: (x − μ_c)·V·(Λ + 1e-6)^{-1/2} (population covariance)."""
+    """PCA whitening fitted on the control rows: (x − μ_c)·V·(Λ + 1e-6)^{-1/2} (sample covariance, ddof = 1)."""
     ref = x[control]
     mu = ref.mean(0)
-    cov = np.cov(ref - mu, rowvar=False, bias=True)
+    cov = np.cov(ref - mu, rowvar=False)  # ddof = 1, as pycytominer
     lam, vec = np.linalg.eigh(cov)
     return (x - mu) @ vec / np.sqrt(np.clip(lam, 0, None) + EPS_WHITEN)
 

@@ -147,9 +147,48 @@ def run(cfg, ctx) -> Results:
                 seed=r["seed"],
             )
             res["post"] = _profiles_metrics(pi.numpy(), pe.numpy(), test, cfg)
+        if arm == "petri" and not arms["petri"]:
+            res["emb"] = (ei, ee)
         arms[arm].append(res)
     late = _late_fusion(test, cfg.baselines.pca_components)
-    return _claims(cfg, ctx, arms, late, bodipy_figure, roc_figure)
+    peers = _peers(ctx, arms, test)
+    results = _claims(cfg, ctx, arms, late, bodipy_figure, roc_figure)
+    results.metrics["peers"] = peers
+    return results
+
+
+def _peers(ctx, arms, test) -> dict:
+    """pycytominer's mad_robustize + PCA spherize on PETRI's first-seed embeddings, against our profiles."""
+    from .peers import gram_difference, missing_peers, pycytominer_whitened
+    from .profiles import robust_center_scale, spherize
+
+    missing = missing_peers()
+    ctx.peers_missing(missing)
+    if "pycytominer" in missing:
+        return {}
+    out = {}
+    for m, emb, obs in (
+        ("image", arms["petri"][0]["emb"][0], test.image_obs),
+        ("expression", arms["petri"][0]["emb"][1], test.expression_obs),
+    ):
+        control = (obs["gene"] == "NTC").to_numpy()
+        wells = obs["well"].to_numpy()
+        ours = np.empty(emb.shape)
+        for w in np.unique(wells):
+            ours[wells == w] = robust_center_scale(
+                np.asarray(emb, np.float64)[wells == w], control[wells == w]
+            )
+        ours = spherize(ours, control)
+        out[f"pycytominer_gram_diff_{m}"] = gram_difference(
+            ours, pycytominer_whitened(emb, obs, control, "well")
+        )
+    ctx.log(
+        "pycytominer: whitened profiles match ours, relative Gram difference "
+        + ", ".join(f"{k.rsplit('_', 1)[1]} {v:.1e}" for k, v in out.items())
+    )
+    for r in arms["petri"]:
+        r.pop("emb", None)
+    return out
 
 
 def _claims(cfg, ctx, arms, late, bodipy_figure, roc_figure) -> Results:
