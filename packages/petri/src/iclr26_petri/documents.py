@@ -64,6 +64,40 @@ def _index(contexts: Sequence) -> dict:
     return {c: np.asarray(v) for c, v in out.items()}
 
 
+class DocumentSampler:
+    """The shared contexts and each context's cell ids of both modalities, computed once, for drawing many
+    document plans (a training loop draws one per step)."""
+
+    def __init__(
+        self, image_context: Sequence, expression_context: Sequence, contexts: Sequence | None = None
+    ) -> None:
+        shared, self.dropped = shared_contexts(image_context, expression_context)
+        if contexts is not None:
+            keep = set(np.asarray(contexts).tolist())
+            shared = [c for c in shared if c in keep]
+        self.shared = shared
+        self.img_idx, self.expr_idx = _index(image_context), _index(expression_context)
+
+    def sample(
+        self, cells_per_document: int, n_documents: int | None = None, permute: bool = False, seed: int = 0
+    ) -> DocumentPlan:
+        """One plan; see `make_documents`."""
+        rng = np.random.default_rng(seed)
+        shared = self.shared
+        n_shared = len(shared)
+        if n_documents is None:
+            doc_ctx = np.arange(n_shared)
+        else:
+            reps = int(np.ceil(n_documents / n_shared))
+            doc_ctx = np.concatenate([rng.permutation(n_shared) for _ in range(reps)])[:n_documents]
+        perm = derangement(n_shared, rng) if permute else np.arange(n_shared)
+        S = int(cells_per_document)
+        image_ids = np.stack([rng.choice(self.img_idx[shared[g]], S, replace=True) for g in doc_ctx])
+        expr_ids = np.stack([rng.choice(self.expr_idx[shared[perm[g]]], S, replace=True) for g in doc_ctx])
+        ctx = np.asarray(shared, dtype=object)
+        return DocumentPlan(image_ids, expr_ids, ctx[doc_ctx], ctx[perm[doc_ctx]], dict(self.dropped))
+
+
 def make_documents(
     image_context: Sequence,
     expression_context: Sequence,
@@ -78,24 +112,8 @@ def make_documents(
     contexts drawn at random (each context at most once while they last). Within a document, S =
     ``cells_per_document`` cells per modality are drawn with replacement. ``permute=True`` takes the expression
     half from the context ``derangement[g]`` (never g itself). ``contexts`` restricts to these contexts."""
-    rng = np.random.default_rng(seed)
-    shared, dropped = shared_contexts(image_context, expression_context)
-    if contexts is not None:
-        keep = set(np.asarray(contexts).tolist())
-        shared = [c for c in shared if c in keep]
-    img_idx, expr_idx = _index(image_context), _index(expression_context)
-    n_shared = len(shared)
-    if n_documents is None:
-        doc_ctx = np.arange(n_shared)
-    else:
-        reps = int(np.ceil(n_documents / n_shared))
-        doc_ctx = np.concatenate([rng.permutation(n_shared) for _ in range(reps)])[:n_documents]
-    perm = derangement(n_shared, rng) if permute else np.arange(n_shared)
-    S = int(cells_per_document)
-    image_ids = np.stack([rng.choice(img_idx[shared[g]], S, replace=True) for g in doc_ctx])
-    expr_ids = np.stack([rng.choice(expr_idx[shared[perm[g]]], S, replace=True) for g in doc_ctx])
-    ctx = np.asarray(shared, dtype=object)
-    return DocumentPlan(image_ids, expr_ids, ctx[doc_ctx], ctx[perm[doc_ctx]], dropped)
+    sampler = DocumentSampler(image_context, expression_context, contexts)
+    return sampler.sample(cells_per_document, n_documents, permute, seed)
 
 
 def covering_documents(contexts: Sequence, cells_per_document: int, seed: int = 0) -> tuple[np.ndarray, list]:

@@ -120,6 +120,7 @@ def train_arm(job: dict) -> dict:
         cells_per_document=t.cells_per_document,
         lr=t.lr,
         weight_decay=t.weight_decay,
+        warmup=t.get("warmup", 0),
         permute=permute,
         seed=seed,
         callback=cb,

@@ -34,26 +34,28 @@ def _trainings(cfg, ctx, train, test, c1_docs) -> list[dict]:
     return sorted(out, key=lambda r: (r["seed"], r["permute"]))
 
 
-def _profiles_metrics(emb_i, emb_e, test, cfg) -> dict:
-    from .metrics import guide_consistency, relationship_recall
+def _profiles(emb_i, emb_e, test):
     from .profiles import perturbation_profiles
 
-    prof = perturbation_profiles(
-        {"image": (emb_i, test.image_obs), "expression": (emb_e, test.expression_obs)},
+    mods = {"image": (emb_i, test.image_obs), "expression": (emb_e, test.expression_obs)}
+    return perturbation_profiles(
+        {m: v for m, v in mods.items() if v[0] is not None},
         context_key="guide",
         control_value="NTC",
         batch_key="well",
         gene_key="gene",
     )
+
+
+def _profiles_metrics(emb_i, emb_e, test, cfg) -> dict:
+    """TPR@5%FPR, AUC and GC fraction of the image, expression and multimodal profiles (those available)."""
+    from .metrics import guide_consistency, relationship_recall
+
+    prof = _profiles(emb_i, emb_e, test)
     out = {}
-    pos = test.truth["positives"]
-    guides = {
-        "image": prof.per_modality["image"],
-        "expression": prof.per_modality["expression"],
-        "multimodal": prof.multimodal,
-    }
+    guides = {**prof.per_modality, **({"multimodal": prof.multimodal} if prof.multimodal is not None else {})}
     for m, g in guides.items():
-        rec = relationship_recall(prof.genes[m], pos)
+        rec = relationship_recall(prof.genes[m], test.truth["positives"])
         gc = guide_consistency(g, test.truth["gene_of_guide"], n_null=cfg.metrics.n_null, seed=0)
         out[m] = dict(tpr=rec.tpr, auc=rec.auc, gc=gc.fraction, roc=rec.roc)
     return out
@@ -151,47 +153,74 @@ def run(cfg, ctx) -> Results:
             res["emb"] = (ei, ee)
         arms[arm].append(res)
     late = _late_fusion(test, cfg.baselines.pca_components)
-    peers = _peers(ctx, arms, test)
-    results = _claims(cfg, ctx, arms, late, bodipy_figure, roc_figure)
+    peers = _peers(ctx, cfg, arms, train, test)
+    results = _claims(cfg, ctx, arms, late, peers, bodipy_figure, roc_figure)
     results.metrics["peers"] = peers
     return results
 
 
-def _peers(ctx, arms, test) -> dict:
-    """pycytominer's mad_robustize + PCA spherize on PETRI's first-seed embeddings, against our profiles."""
-    from .peers import gram_difference, missing_peers, pycytominer_whitened
+def _peers(ctx, cfg, arms, train, test) -> dict:
+    """The installed peers on the same data (see `peers`): pycytominer's whitening against ours, copairs' mAP,
+    Harmony-corrected embeddings and scVI expression embeddings through our profile and metric code."""
+    from . import peers as P
     from .profiles import robust_center_scale, spherize
 
-    missing = missing_peers()
+    missing = P.missing_peers()
     ctx.peers_missing(missing)
-    if "pycytominer" in missing:
-        return {}
-    out = {}
-    for m, emb, obs in (
-        ("image", arms["petri"][0]["emb"][0], test.image_obs),
-        ("expression", arms["petri"][0]["emb"][1], test.expression_obs),
-    ):
-        control = (obs["gene"] == "NTC").to_numpy()
-        wells = obs["well"].to_numpy()
-        ours = np.empty(emb.shape)
-        for w in np.unique(wells):
-            ours[wells == w] = robust_center_scale(
-                np.asarray(emb, np.float64)[wells == w], control[wells == w]
+    ei, ee = arms["petri"][0].pop("emb")
+    out: dict = {}
+    if "pycytominer" not in missing:
+        for m, emb, obs in (("image", ei, test.image_obs), ("expression", ee, test.expression_obs)):
+            control = (obs["gene"] == "NTC").to_numpy()
+            wells = obs["well"].to_numpy()
+            ours = np.empty(emb.shape)
+            for w in np.unique(wells):
+                rows = wells == w
+                ours[rows] = robust_center_scale(np.asarray(emb, np.float64)[rows], control[rows])
+            ours = spherize(ours, control)
+            out[f"pycytominer_gram_diff_{m}"] = P.gram_difference(
+                ours, P.pycytominer_whitened(emb, obs, control, "well")
             )
-        ours = spherize(ours, control)
-        out[f"pycytominer_gram_diff_{m}"] = gram_difference(
-            ours, pycytominer_whitened(emb, obs, control, "well")
+        ctx.log(
+            "pycytominer: whitened profiles match ours, relative Gram difference "
+            + ", ".join(f"{m} {out[f'pycytominer_gram_diff_{m}']:.1e}" for m in ("image", "expression"))
         )
-    ctx.log(
-        "pycytominer: whitened profiles match ours, relative Gram difference "
-        + ", ".join(f"{k.rsplit('_', 1)[1]} {v:.1e}" for k, v in out.items())
-    )
-    for r in arms["petri"]:
-        r.pop("emb", None)
+    if "copairs" not in missing:
+        prof = _profiles(ei, ee, test)
+        guides = {**prof.per_modality, "multimodal": prof.multimodal}
+        out["copairs"] = {
+            m: P.copairs_consistency(g, test.truth["gene_of_guide"], null_size=cfg.metrics.n_null)
+            for m, g in guides.items()
+        }
+        ctx.log(
+            "copairs mAP (guide consistency, PETRI seed 0): "
+            + ", ".join(
+                f"{m} {v['map']:.3f} ({v['fraction_significant']:.2f} sig.)"
+                for m, v in out["copairs"].items()
+            )
+        )
+    if "harmonypy" not in missing:
+        hi, he = P.harmony_corrected(ei, test.image_obs), P.harmony_corrected(ee, test.expression_obs)
+        out["harmony"] = _strip(_profiles_metrics(hi, he, test, cfg))
+        ctx.log(f"harmonypy-corrected PETRI embeddings: {_fmt(out['harmony'])}")
+    if "scvi-tools" not in missing:
+        z = P.scvi_embeddings(
+            train.counts, test.counts, n_latent=cfg.peers.scvi_latent, max_epochs=cfg.peers.scvi_epochs
+        )
+        out["scvi"] = _strip(_profiles_metrics(None, z, test, cfg))
+        ctx.log(f"scVI on expression: {_fmt(out['scvi'])}")
     return out
 
 
-def _claims(cfg, ctx, arms, late, bodipy_figure, roc_figure) -> Results:
+def _strip(res: dict) -> dict:
+    return {m: {k: v for k, v in x.items() if k != "roc"} for m, x in res.items()}
+
+
+def _fmt(res: dict) -> str:
+    return "; ".join(f"{m} TPR {v['tpr']:.3f}, GC {v['gc']:.3f}" for m, v in res.items())
+
+
+def _claims(cfg, ctx, arms, late, peers, bodipy_figure, roc_figure) -> Results:
     P, Q = arms["petri"], arms["permuted"]
     gap_p = [r["c1"]["gap"] for r in P if r["c1"]] or [float("nan")]
     gap_q = [r["c1"]["gap"] for r in Q if r["c1"]] or [float("nan")]
@@ -244,7 +273,13 @@ def _claims(cfg, ctx, arms, late, bodipy_figure, roc_figure) -> Results:
             "the first part holds largely by construction (image-only / expression-only pathways); "
             f"multimodal TPR {_ms(prof(P, 'multimodal', 'tpr'))}; AUC multi "
             f"{_mean(prof(P, 'multimodal', 'auc')):.3f}, permuted-model multi TPR "
-            f"{_mean(prof(Q, 'multimodal', 'tpr')):.3f}",
+            f"{_mean(prof(Q, 'multimodal', 'tpr')):.3f}"
+            + (
+                f"; harmonypy multi TPR {peers['harmony']['multimodal']['tpr']:.3f}"
+                if "harmony" in peers
+                else ""
+            )
+            + (f"; scVI expression TPR {peers['scvi']['expression']['tpr']:.3f}" if "scvi" in peers else ""),
         ),
         Claim(
             "C4",
@@ -254,7 +289,19 @@ def _claims(cfg, ctx, arms, late, bodipy_figure, roc_figure) -> Results:
             c4_holds,
             "fraction(multi) >= max(unimodal fractions)",
             "largely by construction, as for C3; permuted-model multi GC "
-            f"{_mean(prof(Q, 'multimodal', 'gc')):.3f}",
+            f"{_mean(prof(Q, 'multimodal', 'gc')):.3f}"
+            + (
+                f"; harmonypy multi GC {peers['harmony']['multimodal']['gc']:.3f}"
+                if "harmony" in peers
+                else ""
+            )
+            + (f"; scVI expression GC {peers['scvi']['expression']['gc']:.3f}" if "scvi" in peers else "")
+            + (
+                f"; copairs mAP multi {peers['copairs']['multimodal']['map']:.3f}, image "
+                f"{peers['copairs']['image']['map']:.3f}, expression {peers['copairs']['expression']['map']:.3f}"
+                if "copairs" in peers
+                else ""
+            ),
         ),
         Claim(
             "C5",

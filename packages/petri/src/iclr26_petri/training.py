@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from .documents import make_documents
+from .documents import DocumentSampler
 from .model import DocumentBatch, PetriModel
 
 
@@ -30,13 +30,14 @@ def train_petri(
     cells_per_document: int = 8,
     lr: float = 1e-3,
     weight_decay: float = 0.05,
+    warmup: int = 0,
     permute: bool = False,
     seed: int = 0,
     callback: Callable[[int, PetriModel], None] | None = None,
     callback_steps: Sequence[int] = (),
     progress: Callable | None = None,
 ) -> list[dict]:
-    """AdamW with a cosine schedule; ``permute=True`` trains the permuted-document control (a fresh derangement
+    """AdamW with a cosine schedule (after ``warmup`` linear steps); ``permute=True`` trains the permuted-document control (a fresh derangement
     of the contexts for every step's documents). Returns the log (step, loss, loss_image, loss_expression);
     ``callback(step, model)`` runs after the listed steps. Raises `TrainingDiverged` on a non-finite loss."""
     from iclr26_core.errors import TrainingDiverged
@@ -45,23 +46,21 @@ def train_petri(
     gen = torch.Generator().manual_seed(seed)
     imgs = torch.as_tensor(np.asarray(images, dtype=np.float32))
     cnts = torch.as_tensor(np.asarray(counts, dtype=np.float32))
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s / steps, 1.0)))
-    )
+    sampler = DocumentSampler(image_context, expression_context)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
+
+    def schedule(s: int) -> float:  # linear warmup over ``warmup`` steps, then cosine to 0
+        if s < warmup:
+            return (s + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * min((s - warmup) / max(steps - warmup, 1), 1.0)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
     log = []
     it = range(1, steps + 1)
     it = progress(it, total=steps) if progress else it
     model.train()
     for step in it:
-        plan = make_documents(
-            image_context,
-            expression_context,
-            cells_per_document=cells_per_document,
-            n_documents=documents,
-            permute=permute,
-            seed=seed * 1_000_003 + step,
-        )
+        plan = sampler.sample(cells_per_document, documents, permute, seed * 1_000_003 + step)
         g, s = plan.shape
         batch = DocumentBatch(
             imgs[plan.image_ids.reshape(-1)].reshape(g, s, *imgs.shape[1:]),
