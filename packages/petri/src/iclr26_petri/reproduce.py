@@ -7,26 +7,68 @@ import numpy as np
 from iclr26_core.report import Claim, Results
 
 
+def _train_and_evaluate(job: dict) -> dict:
+    """One arm (in a worker process): train, then C1's gap, profiles and metrics, the SAE counts and, for
+    PETRI, post-MST profiles; PETRI seed 0 also returns its test embeddings (for the peers)."""
+    import torch
+
+    from .config import PetriConfig
+    from .embedding import embed, embed_documents
+    from .experiment import c1_gap, train_arm
+    from .model import PetriModel
+    from .sae import multimodal_dims
+
+    cfg, test, c1_docs = job["cfg"], job["test"], job["c1_docs"]
+    r = train_arm(job)
+    model = PetriModel(PetriConfig.from_dict(r["config"]))
+    model.load_state_dict(r["state"])
+    model.eval()
+    res = dict(seed=r["seed"], permute=r["permute"], log=r["log"], gaps=r["gaps"])
+    res["c1"] = c1_gap(model, test, c1_docs, seed=r["seed"]) if c1_docs else None
+    with torch.no_grad():
+        ei = embed(model, images=test.images).numpy()
+        ee = embed(model, counts=test.counts).numpy()
+    res["profiles"] = _profiles_metrics(ei, ee, test, cfg)
+    saes = [
+        multimodal_dims(ei, ee, n_latents=cfg.sae.n_latents, k=cfg.sae.k, steps=cfg.sae.steps, seed=s)
+        for s in range(cfg.sae.seeds)
+    ]
+    res["sae"] = [x.count for x in saes]
+    res["sae_diag"] = _sae_diag(saes[0].freq_image.numpy(), saes[0].freq_expression.numpy())
+    if not r["permute"]:
+        pi, pe = embed_documents(
+            model,
+            test.images,
+            test.counts,
+            image_context=test.image_obs["guide"].to_numpy(),
+            expression_context=test.expression_obs["guide"].to_numpy(),
+            cells_per_document=cfg.train.cells_per_document,
+            seed=r["seed"],
+        )
+        res["post"] = _profiles_metrics(pi.numpy(), pe.numpy(), test, cfg)
+        if r["seed"] == 0:
+            res["emb"] = (ei, ee)
+    return res
+
+
 def _trainings(cfg, ctx, train, test, c1_docs) -> list[dict]:
     jobs = [
         dict(cfg=cfg, train=train, test=test, permute=permute, seed=int(seed), c1_docs=c1_docs)
         for seed in range(cfg.seeds)
         for permute in (False, True)
     ]
-    from .experiment import train_arm
-
-    bar = ctx.progress(total=len(jobs), desc="train PETRI + permuted")
+    bar = ctx.progress(total=len(jobs), desc="train + evaluate PETRI / permuted")
     out = []
     if cfg.workers <= 0:
         for job in jobs:
-            out.append(train_arm(job))
+            out.append(_train_and_evaluate(job))
             bar.update(1)
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(cfg.workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = [pool.submit(train_arm, job) for job in jobs]
+            futures = [pool.submit(_train_and_evaluate, job) for job in jobs]
             for f in as_completed(futures):
                 out.append(f.result())
                 bar.update(1)
@@ -85,6 +127,19 @@ def _late_fusion(test, n_pcs: int) -> dict:
     return dict(tpr=rec.tpr, auc=rec.auc, gc=gc.fraction, roc=rec.roc)
 
 
+def _sae_diag(fi, fe, alive: float = 0.01, band=(0.1, 0.9)) -> dict:
+    """How the SAE's latents split between the modalities: alive (> 1% of cells) and in-band counts."""
+    ai, ae = fi > alive, fe > alive
+    bi, be = (fi >= band[0]) & (fi <= band[1]), (fe >= band[0]) & (fe <= band[1])
+    return dict(
+        alive_image=int(ai.sum()),
+        alive_expression=int(ae.sum()),
+        alive_both=int((ai & ae).sum()),
+        band_image=int(bi.sum()),
+        band_expression=int(be.sum()),
+    )
+
+
 def _mean(xs):
     return float(np.mean(xs))
 
@@ -94,15 +149,9 @@ def _ms(xs) -> str:
 
 
 def run(cfg, ctx) -> Results:
-    import torch
-
-    from .config import PetriConfig
     from .data import synthetic_screen
-    from .embedding import embed, embed_documents
-    from .experiment import c1_documents, c1_gap
+    from .experiment import c1_documents
     from .figures import bodipy_figure, roc_figure
-    from .model import PetriModel
-    from .sae import multimodal_dims
 
     d = cfg.data
     kw = dict(
@@ -120,38 +169,7 @@ def run(cfg, ctx) -> Results:
     )
     c1_docs = c1_documents(test, cfg.c1.documents, cfg.train.cells_per_document, cfg.c1.min_effect)
     runs = _trainings(cfg, ctx, train, test, c1_docs)
-    arms = {"petri": [], "permuted": []}
-    for r in ctx.progress(runs, desc="evaluate"):
-        model = PetriModel(PetriConfig.from_dict(r["config"]))
-        model.load_state_dict(r["state"])
-        model.eval()
-        arm = "permuted" if r["permute"] else "petri"
-        res = dict(seed=r["seed"], log=r["log"], gaps=r["gaps"])
-        res["c1"] = c1_gap(model, test, c1_docs, seed=r["seed"]) if c1_docs else None
-        with torch.no_grad():
-            ei = embed(model, images=test.images).numpy()
-            ee = embed(model, counts=test.counts).numpy()
-        res["profiles"] = _profiles_metrics(ei, ee, test, cfg)
-        res["sae"] = [
-            multimodal_dims(
-                ei, ee, n_latents=cfg.sae.n_latents, k=cfg.sae.k, steps=cfg.sae.steps, seed=s
-            ).count
-            for s in range(cfg.sae.seeds)
-        ]
-        if arm == "petri":
-            pi, pe = embed_documents(
-                model,
-                test.images,
-                test.counts,
-                image_context=test.image_obs["guide"].to_numpy(),
-                expression_context=test.expression_obs["guide"].to_numpy(),
-                cells_per_document=cfg.train.cells_per_document,
-                seed=r["seed"],
-            )
-            res["post"] = _profiles_metrics(pi.numpy(), pe.numpy(), test, cfg)
-        if arm == "petri" and not arms["petri"]:
-            res["emb"] = (ei, ee)
-        arms[arm].append(res)
+    arms = {"petri": [r for r in runs if not r["permute"]], "permuted": [r for r in runs if r["permute"]]}
     late = _late_fusion(test, cfg.baselines.pca_components)
     peers = _peers(ctx, cfg, arms, train, test)
     results = _claims(cfg, ctx, arms, late, peers, bodipy_figure, roc_figure)
@@ -241,6 +259,7 @@ def _claims(cfg, ctx, arms, late, peers, bodipy_figure, roc_figure) -> Results:
     c4_holds = gc["multimodal"] >= max(gc["image"], gc["expression"])
     tpr_post = _mean(prof(P, "multimodal", "tpr", "post"))
     c5_holds = tpr["multimodal"] >= tpr_post
+    dg = {k: int(np.mean([r["sae_diag"][k] for r in P])) for k in P[0]["sae_diag"]}
     steps_gaps = {str(s): [r["gaps"][s] for r in P] for s in P[0]["gaps"]}
     steps_gaps_q = {str(s): [r["gaps"][s] for r in Q] for s in Q[0]["gaps"]}
     claims = [
@@ -261,7 +280,8 @@ def _claims(cfg, ctx, arms, late, peers, bodipy_figure, roc_figure) -> Results:
             {"petri": _mean(sae_p), "permuted": _mean(sae_q)},
             c2_holds,
             f"mean count(PETRI) >= mean count(permuted) + {cfg.sae.margin}",
-            f"{len(sae_p)} SAEs per arm; PETRI {_ms(sae_p)}, permuted {_ms(sae_q)}",
+            f"{len(sae_p)} SAEs per arm; PETRI {_ms(sae_p)}, permuted {_ms(sae_q)}; PETRI latents alive (>1% of "
+            f"cells) in image {dg['alive_image']}, expression {dg['alive_expression']}, both {dg['alive_both']}",
         ),
         Claim(
             "C3",
@@ -322,7 +342,12 @@ def _claims(cfg, ctx, arms, late, peers, bodipy_figure, roc_figure) -> Results:
             "gap_by_step_permuted": steps_gaps_q,
             "min_gap": cfg.c1.min_gap,
         },
-        c2={"petri": sae_p, "permuted": sae_q, "margin": cfg.sae.margin},
+        c2={
+            "petri": sae_p,
+            "permuted": sae_q,
+            "margin": cfg.sae.margin,
+            "latents": {arm: [r["sae_diag"] for r in rs] for arm, rs in arms.items()},
+        },
         profiles={
             arm: [
                 {
