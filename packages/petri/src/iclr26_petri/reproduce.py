@@ -51,6 +51,18 @@ def _train_and_evaluate(job: dict) -> dict:
     return res
 
 
+def _quiet_worker() -> None:
+    """Fold third-party chatter (torch's import-time warnings) in a worker process for its whole life, as the
+    CLI does in the main process (``ICLR26_VERBOSE=1`` prints it)."""
+    import contextlib
+
+    from iclr26_core.runtime import quiet
+
+    global _QUIET
+    _QUIET = contextlib.ExitStack()
+    _QUIET.enter_context(quiet())
+
+
 def _trainings(cfg, ctx, train, test, c1_docs) -> list[dict]:
     jobs = [
         dict(cfg=cfg, train=train, test=test, permute=permute, seed=int(seed), c1_docs=c1_docs)
@@ -67,7 +79,9 @@ def _trainings(cfg, ctx, train, test, c1_docs) -> list[dict]:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        with ProcessPoolExecutor(cfg.workers, mp_context=mp.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(
+            cfg.workers, mp_context=mp.get_context("spawn"), initializer=_quiet_worker
+        ) as pool:
             futures = [pool.submit(_train_and_evaluate, job) for job in jobs]
             for f in as_completed(futures):
                 out.append(f.result())
