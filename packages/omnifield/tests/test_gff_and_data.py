@@ -43,7 +43,8 @@ def test_sinusoid_table_closed_form():
 
 
 @pytest.mark.parametrize(
-    "P, f, c, tri, pair, excl, union", [(21600, 0.02, 432, 108, 81, 162, 837), (1024, 0.08, 80, 20, 15, 30, 155)]
+    "P, f, c, tri, pair, excl, union",
+    [(21600, 0.02, 432, 108, 81, 162, 837), (1024, 0.08, 80, 20, 15, 30, 155)],
 )
 def test_sensor_partition_counts(P, f, c, tri, pair, excl, union):
     part = sensor_partition(P, fraction=f, seed=123)
@@ -56,7 +57,9 @@ def test_sensor_partition_counts(P, f, c, tri, pair, excl, union):
     assert len(allr) == len(set(allr.tolist())) == union  # disjoint, union size
     assert len(set(part["T"]) | set(part["H"]) | set(part["W"])) == union
     # membership recomputed from the regions: T = triple ∪ pair_TH ∪ pair_TW ∪ only_T
-    assert set(part["T"]) == set(part["triple"]) | set(part["pair_TH"]) | set(part["pair_TW"]) | set(part["only_T"])
+    assert set(part["T"]) == set(part["triple"]) | set(part["pair_TH"]) | set(part["pair_TW"]) | set(
+        part["only_T"]
+    )
     again = sensor_partition(P, fraction=f, seed=123)
     assert all(np.array_equal(part[k], again[k]) for k in part)
 

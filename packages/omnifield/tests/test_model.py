@@ -8,8 +8,19 @@ import torch
 from iclr26_core.errors import UserError
 from iclr26_omnifield import OmniField, OmniFieldConfig, SensorSet, fleximodal_loss
 
-TINY = dict(d_latent=12, n_latents=5, stages=3, trunk_layers=1, cross_heads=2, self_heads=3, dim_head=7,
-            gff_space=(6, 3.0), gff_time=(3, 1.0), token_width=10, decoder_ff=True)
+TINY = dict(
+    d_latent=12,
+    n_latents=5,
+    stages=3,
+    trunk_layers=1,
+    cross_heads=2,
+    self_heads=3,
+    dim_head=7,
+    gff_space=(6, 3.0),
+    gff_time=(3, 1.0),
+    token_width=10,
+    decoder_ff=True,
+)
 
 
 def model(**kw) -> OmniField:
@@ -19,8 +30,10 @@ def model(**kw) -> OmniField:
 
 def sets(b=2, n=9, seed=0, mods="THW"):
     g = torch.Generator().manual_seed(seed)
-    return {m: SensorSet(torch.rand(b, n + i, 2, generator=g), torch.randn(b, n + i, generator=g))
-            for i, m in enumerate(mods)}
+    return {
+        m: SensorSet(torch.rand(b, n + i, 2, generator=g), torch.randn(b, n + i, generator=g))
+        for i, m in enumerate(mods)
+    }
 
 
 def test_sensor_order_invariance():
@@ -42,8 +55,13 @@ def test_masked_junk_and_nan_change_nothing():
         vals = torch.cat([s.values, torch.full((b, 4), 3e4)], 1)
         mask = torch.cat([torch.ones(b, n, dtype=torch.bool), torch.zeros(b, 4, dtype=torch.bool)], 1)
         junk[m] = SensorSet(coords, vals, mask)
-    nan = {m: SensorSet(torch.cat([s.coords, torch.rand(2, 3, 2)], 1),
-                        torch.cat([s.values, torch.full((2, 3), float("nan"))], 1)) for m, s in inp.items()}
+    nan = {
+        m: SensorSet(
+            torch.cat([s.coords, torch.rand(2, 3, 2)], 1),
+            torch.cat([s.values, torch.full((2, 3), float("nan"))], 1),
+        )
+        for m, s in inp.items()
+    }
     for other in (net(junk, q, 0.0), net(nan, q, 0.0)):
         for m in ref:
             torch.testing.assert_close(other[m], ref[m], atol=1e-5, rtol=0)
@@ -53,7 +71,9 @@ def test_absent_modality_garbage_equals_omitted():
     net, q = model(), torch.rand(2, 6, 2)
     inp = sets(mods="TH")
     omitted = net(inp, q, 1.0)
-    garbage = SensorSet(torch.full((2, 5, 2), float("nan")), torch.full((2, 5), 1e9), torch.zeros(2, 5, dtype=torch.bool))
+    garbage = SensorSet(
+        torch.full((2, 5, 2), float("nan")), torch.full((2, 5), 1e9), torch.zeros(2, 5, dtype=torch.bool)
+    )
     with_garbage = net({**inp, "W": garbage}, q, 1.0)
     for m in omitted:  # every target, W included (cross-modal prediction)
         torch.testing.assert_close(with_garbage[m], omitted[m], atol=1e-5, rtol=0)
@@ -100,7 +120,11 @@ def test_fleximodal_loss_by_hand_and_zero_grad_for_absent():
     net, inp, q = model(), sets(), torch.rand(2, 8, 2)
     pred = net(inp, q, 0.0)
     y = {m: torch.randn(2, 8) for m in pred}
-    present = {"T": torch.tensor([True, True]), "H": torch.tensor([True, False]), "W": torch.tensor([False, False])}
+    present = {
+        "T": torch.tensor([True, True]),
+        "H": torch.tensor([True, False]),
+        "W": torch.tensor([False, False]),
+    }
     loss = fleximodal_loss(pred, y, present)
     by_hand = (((pred["T"] - y["T"]) ** 2).mean() + ((pred["H"][0] - y["H"][0]) ** 2).mean()) / 3
     torch.testing.assert_close(loss, by_hand)
@@ -128,8 +152,9 @@ def test_bad_input_one_clear_error():
 
 def test_overfits_one_sample_and_roundtrip(tmp_path):
     torch.manual_seed(0)
-    net = OmniField(OmniFieldConfig(**{**TINY, "d_latent": 16, "n_latents": 8, "dim_head": 8,
-                                       "gff_space": (16, 2.0)}))
+    net = OmniField(
+        OmniFieldConfig(**{**TINY, "d_latent": 16, "n_latents": 8, "dim_head": 8, "gff_space": (16, 2.0)})
+    )
     g = torch.Generator().manual_seed(1)
     x = torch.rand(1, 40, 2, generator=g)
     f = {"T": torch.sin(6.28 * x[..., 0]), "H": torch.cos(6.28 * x[..., 1]), "W": x.sum(-1) - 1}

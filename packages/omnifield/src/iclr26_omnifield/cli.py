@@ -11,12 +11,18 @@ from iclr26_core.cli import Verb, paper_cli
 
 
 def _fit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--table", required=True, help="long table (CSV/Parquet): time, x, y (or lon, lat), modality, value")
+    p.add_argument(
+        "--table", required=True, help="long table (CSV/Parquet): time, x, y (or lon, lat), modality, value"
+    )
     p.add_argument("--out", required=True, help="new (or empty) checkpoint directory")
-    p.add_argument("--modalities", default=None, help="modalities to use, e.g. T,H,W (default: all in the table)")
+    p.add_argument(
+        "--modalities", default=None, help="modalities to use, e.g. T,H,W (default: all in the table)"
+    )
     p.add_argument("--horizons", default="0,1,2", help="forecast horizons in time steps (default 0,1,2)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="model.KEY=V or train.KEY=V (e.g. train.steps=500)")
+    p.add_argument(
+        "overrides", nargs="*", metavar="key=value", help="model.KEY=V or train.KEY=V (e.g. train.steps=500)"
+    )
 
 
 def _predict_args(p: argparse.ArgumentParser) -> None:
@@ -38,10 +44,18 @@ app = paper_cli(
     "correlated sensor fields from whatever sparse, noisy modalities are available.",
     reproduce="iclr26_omnifield.reproduce:run",
     verbs=[
-        Verb("fit", "train OmniField on a long sensor table", run="iclr26_omnifield.commands:fit",
-             arguments=_fit_args),
-        Verb("predict", "predict any modality at any points and horizon from a fitted model",
-             run="iclr26_omnifield.commands:predict", arguments=_predict_args),
+        Verb(
+            "fit",
+            "train OmniField on a long sensor table",
+            run="iclr26_omnifield.commands:fit",
+            arguments=_fit_args,
+        ),
+        Verb(
+            "predict",
+            "predict any modality at any points and horizon from a fitted model",
+            run="iclr26_omnifield.commands:predict",
+            arguments=_predict_args,
+        ),
     ],
 )
 main = app

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from pathlib import Path
 
 from iclr26_core.errors import UserError
@@ -54,6 +56,7 @@ def predict(args: argparse.Namespace) -> int:
 
     import numpy as np
     import pandas as pd
+
     from iclr26_core.fs import atomic_write_text
 
     from .table import META, predict_table, read_table
@@ -63,7 +66,9 @@ def predict(args: argparse.Namespace) -> int:
         raise UserError(f"{str(out)!r} exists; choose a new output file")
     meta_path = Path(args.model) / META
     if not meta_path.is_file():
-        raise UserError(f"{args.model!r} is not an iclr26-omnifield model directory (run `iclr26-omnifield fit`)")
+        raise UserError(
+            f"{args.model!r} is not an iclr26-omnifield model directory (run `iclr26-omnifield fit`)"
+        )
     meta = json.loads(meta_path.read_text())
     df = read_table(args.table)
     lo, hi = np.array(meta["lo"]), np.array(meta["hi"])
@@ -78,7 +83,16 @@ def predict(args: argparse.Namespace) -> int:
         xs, ys = np.linspace(lo[0], hi[0], gx), np.linspace(lo[1], hi[1], gy)
         X, Y = np.meshgrid(xs, ys, indexing="ij")
         queries, shape = np.stack([X.ravel(), Y.ravel()], 1), (gx, gy)
-    pred = predict_table(args.model, df, args.time, queries, args.horizon, inputs=_list(args.modalities))
+    hmax = max(meta["horizons"])
+    if not 0 <= args.horizon <= hmax:
+        print(
+            f"iclr26-omnifield: warning: horizon {args.horizon} is outside the trained range 0..{hmax}: "
+            "extrapolating",
+            file=sys.stderr,
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        pred = predict_table(args.model, df, args.time, queries, args.horizon, inputs=_list(args.modalities))
     tmp = out.with_name(f".{out.name}.tmp")
     if out.suffix in (".parquet", ".pq"):
         pred.to_parquet(tmp, index=False)
@@ -91,8 +105,12 @@ def predict(args: argparse.Namespace) -> int:
         plt = pyplot()
         for m, g in pred.groupby("modality"):
             fig, ax = plt.subplots(figsize=(4, 3.4))
-            im = ax.imshow(g["value"].to_numpy().reshape(shape).T, origin="lower",
-                           extent=(lo[0], hi[0], lo[1], hi[1]), aspect="auto")
+            im = ax.imshow(
+                g["value"].to_numpy().reshape(shape).T,
+                origin="lower",
+                extent=(lo[0], hi[0], lo[1], hi[1]),
+                aspect="auto",
+            )
             fig.colorbar(im, ax=ax)
             ax.set_title(f"{m}, horizon {args.horizon}")
             save_figure(fig, out.with_name(f"{out.stem}_{m}.png"))

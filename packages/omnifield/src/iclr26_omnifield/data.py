@@ -95,8 +95,8 @@ def sensor_partition(
         raise ValueError("the Venn partition is defined for 3 modalities")
     names = tuple(names or MODALITIES)
     c = int(fraction * n_points) // 16 * 16
-    n3 = int(round(triple * c))
-    n2 = int(round((c - n3) / 4))
+    n3 = round(triple * c)
+    n2 = round((c - n3) / 4)
     n1 = c - n3 - 2 * n2
     need = n3 + 3 * n2 + 3 * n1
     if c <= 0 or need > n_points:

@@ -59,11 +59,14 @@ def make_sensor_data(data: FieldData, fraction: float, obs_noise: float, seed: i
 def sensor_sets(sd: SensorData, values: torch.Tensor, mask: torch.Tensor) -> dict[str, SensorSet]:
     b = values.shape[0]
     return {
-        m: SensorSet(sd.coords[i].expand(b, -1, -1), values[:, i], mask[:, i]) for i, m in enumerate(sd.modalities)
+        m: SensorSet(sd.coords[i].expand(b, -1, -1), values[:, i], mask[:, i])
+        for i, m in enumerate(sd.modalities)
     }
 
 
-def make_batches(sd: SensorData, batch: int, targets: int, subset: str, subset_p: float, noise: dict, seed: int):
+def make_batches(
+    sd: SensorData, batch: int, targets: int, subset: str, subset_p: float, noise: dict, seed: int
+):
     """``batches(step)`` for `iclr26_core.train.train_lm`: a pure function of (seed, step).
 
     subset="flex": keep each input modality with p = ``subset_p`` (at least one); "all": every modality.
@@ -113,8 +116,17 @@ def make_loss(sd: SensorData):
     return loss_fn
 
 
-def train_field(model: OmniField, sd: SensorData, t: dict, subset: str, noise: dict, seed: int, desc: str = "train",
-                position: int | None = None, progress: bool = True):
+def train_field(
+    model: OmniField,
+    sd: SensorData,
+    t: dict,
+    subset: str,
+    noise: dict,
+    seed: int,
+    desc: str = "train",
+    position: int | None = None,
+    progress: bool = True,
+):
     """Train with `iclr26_core.train.train_lm`: AdamW (0.9, 0.999), wd 1e-4, warm-up + cosine, clip 1.0."""
     from iclr26_core.train import TrainConfig, train_lm
 
@@ -124,7 +136,7 @@ def train_field(model: OmniField, sd: SensorData, t: dict, subset: str, noise: d
         lr=float(t["lr"]),
         weight_decay=float(t.get("weight_decay", 1e-4)),
         betas=(0.9, 0.999),
-        warmup_steps=int(round(float(t.get("warmup", 0.1)) * int(t["steps"]))),
+        warmup_steps=round(float(t.get("warmup", 0.1)) * int(t["steps"])),
         min_lr_ratio=float(t.get("min_lr_ratio", 0.1)),
         grad_clip=1.0,
         seed=seed,
@@ -133,13 +145,23 @@ def train_field(model: OmniField, sd: SensorData, t: dict, subset: str, noise: d
         position=position,
         progress=progress,
     )
-    batches = make_batches(sd, cfg.batch_size, int(t["targets"]), subset, float(t.get("subset_p", 0.7)), noise, seed)
+    batches = make_batches(
+        sd, cfg.batch_size, int(t["targets"]), subset, float(t.get("subset_p", 0.7)), noise, seed
+    )
     return train_lm(model, None, cfg=cfg, batches=batches, loss_fn=make_loss(sd))
 
 
 @torch.no_grad()
-def evaluate(model: OmniField, sd: SensorData, inputs=None, noisy=(), sigma: float = 0.0, seed: int = 0,
-             batch: int = 4, chunk: int = 4096) -> np.ndarray:
+def evaluate(
+    model: OmniField,
+    sd: SensorData,
+    inputs=None,
+    noisy=(),
+    sigma: float = 0.0,
+    seed: int = 0,
+    batch: int = 4,
+    chunk: int = 4096,
+) -> np.ndarray:
     """Per-sample MSE [n, M, H] (z-units) on the full grid at every horizon, given input modalities ``inputs``
     (default all) with N(0, σ²) added to the modalities in ``noisy``."""
     model.eval()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
 from iclr26_core.report import pyplot, save_figure
 
 
@@ -12,7 +13,7 @@ def fields_figure(path: Path, st, icmr: dict | None, mid: dict | None) -> str:
     """Test sample 0 at horizon 0: one row per modality."""
     plt = pyplot()
     mods = st.modalities
-    g = int(round(np.sqrt(st.grid.shape[0])))
+    g = round(np.sqrt(st.grid.shape[0]))
     fig, axes = plt.subplots(len(mods), 4, figsize=(10, 2.6 * len(mods)), squeeze=False)
     for i, m in enumerate(mods):
         truth = st.targets[0, 0, i].numpy().reshape(g, g)
@@ -40,7 +41,9 @@ def noise_figure(path: Path, m: dict, sigmas) -> str:
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
     for arm, label in (("icmr_flex", "ICMR"), ("mid_flex", "Mid-Fusion")):
         curves = np.array([p[f"noise_T_{arm}"] for p in m["per_seed"]])
-        ax.errorbar(sigmas, curves.mean(0), yerr=curves.std(0) if len(curves) > 1 else None, marker="o", label=label)
+        ax.errorbar(
+            sigmas, curves.mean(0), yerr=curves.std(0) if len(curves) > 1 else None, marker="o", label=label
+        )
     ax.set_xlabel("test noise σ on H, W inputs (z-units)")
     ax.set_ylabel("RMSE of T (z-units)")
     ax.legend()

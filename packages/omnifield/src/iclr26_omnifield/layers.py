@@ -23,7 +23,9 @@ class Attention(nn.Module):
         self.to_kv = nn.Linear(kv_dim, 2 * inner, bias=False)
         self.to_out = nn.Linear(inner, q_dim)
 
-    def forward(self, x: torch.Tensor, ctx: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, ctx: torch.Tensor, key_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         b, nq, _ = x.shape
         nk = ctx.shape[1]
         q = self.to_q(x).view(b, nq, self.heads, self.dim_head).transpose(1, 2)
@@ -58,7 +60,9 @@ class GEGLUFeedForward(nn.Module):
 class CascadedBlock(nn.Module):
     """E_{m,k}(X, R): Λ ← Λ + CrossAttn(LN Λ, LN X); Λ ← Λ + R; Λ ← Λ + SelfAttn(LN Λ); Λ ← Λ + FF(LN Λ)."""
 
-    def __init__(self, d: int, n: int, token_dim: int, cross_heads: int, self_heads: int, dim_head: int) -> None:
+    def __init__(
+        self, d: int, n: int, token_dim: int, cross_heads: int, self_heads: int, dim_head: int
+    ) -> None:
         super().__init__()
         self.latents = nn.Parameter(torch.zeros(n, d))
         self.ln_lat = nn.LayerNorm(d)

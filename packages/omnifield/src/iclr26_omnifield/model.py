@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
-from iclr26_core.errors import UserError
 from torch import nn
 from transformers import PreTrainedModel
+
+from iclr26_core.errors import UserError
 
 from .config import OmniFieldConfig
 from .gff import GaussianFourierFeatures, sinusoid_table
@@ -95,7 +96,9 @@ class OmniField(PreTrainedModel):
         self.tokenizers = nn.ModuleDict(
             {
                 m: nn.Sequential(
-                    nn.Linear(c.coord_dim + 1, c.token_width), nn.GELU(), nn.Linear(c.token_width, c.token_width)
+                    nn.Linear(c.coord_dim + 1, c.token_width),
+                    nn.GELU(),
+                    nn.Linear(c.token_width, c.token_width),
                 )
                 for m in c.modalities
             }
@@ -104,7 +107,8 @@ class OmniField(PreTrainedModel):
         self.encoders = nn.ModuleDict(
             {
                 m: nn.ModuleList(
-                    CascadedBlock(d, n, c.token_dim, c.cross_heads, c.self_heads, c.dim_head) for _ in range(L)
+                    CascadedBlock(d, n, c.token_dim, c.cross_heads, c.self_heads, c.dim_head)
+                    for _ in range(L)
                 )
                 for m in c.modalities
             }
@@ -130,13 +134,17 @@ class OmniField(PreTrainedModel):
         known = set(self.config.modalities)
         for m in [*inputs, *targets]:
             if m not in known:
-                raise UserError(f"unknown modality {m!r}; this model knows {', '.join(self.config.modalities)}")
+                raise UserError(
+                    f"unknown modality {m!r}; this model knows {', '.join(self.config.modalities)}"
+                )
         C = self.config.coord_dim
         if queries.ndim != 3 or queries.shape[-1] != C:
             raise UserError(f"queries must be [batch, n_queries, {C}], got {list(queries.shape)}")
         for m, s in inputs.items():
             if s.coords.ndim != 3 or s.coords.shape[-1] != C:
-                raise UserError(f"coordinates of {m!r} must be [batch, n_sensors, {C}], got {list(s.coords.shape)}")
+                raise UserError(
+                    f"coordinates of {m!r} must be [batch, n_sensors, {C}], got {list(s.coords.shape)}"
+                )
             if s.values.shape != s.coords.shape[:2]:
                 raise UserError(f"values of {m!r} must be [batch, n_sensors] = {list(s.coords.shape[:2])}")
 

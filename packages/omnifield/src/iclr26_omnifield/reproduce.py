@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from iclr26_core.report import Claim, Results
 
-from .runs import ARMS, build_data, proper_subsets, run_seed
+from .runs import ARMS, build_data, run_seed
 
 
 def _plain(cfg) -> dict:
@@ -83,27 +84,60 @@ def claims_from(runs: list[dict], mods: tuple[str, ...], c: dict) -> tuple[list[
     c5 = mean("subset_mean_icmr_flex") / mean("subset_mean_icmr_all")
     n = len(P)
     claims = [
-        Claim("C1", "Gaussian Fourier features are essential", "ClimSim T RMSE 2.61 (no GFF) vs 1.07",
-              {"ratio": c1, "gff": mean_arm(P, "icmr_flex"), "no_gff": mean_arm(P, "icmr_flex_nogff")},
-              bool(c1 >= 1.2), "RMSE(no GFF)/RMSE(GFF) >= 1.2, mean over seeds",
-              f"{n} seed(s); input {{{','.join(mods)}}}, all targets"),
-        Claim("C2", "More input modalities help", "T RMSE 1.65 -> 1.08 for {T} -> {T,H,W}",
-              {"T_from_T": mean("rmse_T_inputT"), "T_from_THW": mean("rmse_T_inputall"), "ratio": c2},
-              bool(c2 <= 0.95), "RMSE_T({T,H,W}) <= 0.95 RMSE_T({T})", f"ICMR-flex, {n} seed(s)"),
-        Claim("C3", "ICMR beats single-pass fusion", "T 1.56 -> 1.07, H 0.82 -> 0.66",
-              {"mid": mean_arm(P, "mid_flex"), "icmr": mean_arm(P, "icmr_flex"),
-               "delta": [p["c3_delta"] for p in P], "se": [p["c3_se"] for p in P]},
-              bool(all(c3_each)), "paired delta(Mid - ICMR) > 0 and > 2 bootstrap SE, each seed",
-              f"per-seed holds: {c3_each}"),
-        Claim("C4", "Robust to heavy sensor noise", "T ratio 1.09/1.07 (ICMR) vs 4.6/1.40 (Mid)",
-              {"ratio_icmr": mean("noise_ratio_icmr_flex"), "ratio_mid": mean("noise_ratio_mid_flex"),
-               "gap": c4_gap},
-              bool(all(g >= 0.05 for g in c4_gap)), "ratio(Mid) - ratio(ICMR) >= 0.05, each seed",
-              f"test noise sigma {sig[-1]} on {mods[1]},{mods[2]}; same training noise for both"),
-        Claim("C5", "Handles arbitrary modality subsets (fleximodal)", "qualitative",
-              {"flex": mean("subset_mean_icmr_flex"), "all": mean("subset_mean_icmr_all"), "ratio": c5},
-              bool(c5 <= 0.95), "RMSE(flex) <= 0.95 RMSE(all), mean over the 6 proper subsets",
-              f"{n} seed(s)"),
+        Claim(
+            "C1",
+            "Gaussian Fourier features are essential",
+            "ClimSim T RMSE 2.61 (no GFF) vs 1.07",
+            {"ratio": c1, "gff": mean_arm(P, "icmr_flex"), "no_gff": mean_arm(P, "icmr_flex_nogff")},
+            bool(c1 >= 1.2),
+            "RMSE(no GFF)/RMSE(GFF) >= 1.2, mean over seeds",
+            f"{n} seed(s); input {{{','.join(mods)}}}, all targets",
+        ),
+        Claim(
+            "C2",
+            "More input modalities help",
+            "T RMSE 1.65 -> 1.08 for {T} -> {T,H,W}",
+            {"T_from_T": mean("rmse_T_inputT"), "T_from_THW": mean("rmse_T_inputall"), "ratio": c2},
+            bool(c2 <= 0.95),
+            "RMSE_T({T,H,W}) <= 0.95 RMSE_T({T})",
+            f"ICMR-flex, {n} seed(s)",
+        ),
+        Claim(
+            "C3",
+            "ICMR beats single-pass fusion",
+            "T 1.56 -> 1.07, H 0.82 -> 0.66",
+            {
+                "mid": mean_arm(P, "mid_flex"),
+                "icmr": mean_arm(P, "icmr_flex"),
+                "delta": [p["c3_delta"] for p in P],
+                "se": [p["c3_se"] for p in P],
+            },
+            bool(all(c3_each)),
+            "paired delta(Mid - ICMR) > 0 and > 2 bootstrap SE, each seed",
+            f"per-seed holds: {c3_each}",
+        ),
+        Claim(
+            "C4",
+            "Robust to heavy sensor noise",
+            "T ratio 1.09/1.07 (ICMR) vs 4.6/1.40 (Mid)",
+            {
+                "ratio_icmr": mean("noise_ratio_icmr_flex"),
+                "ratio_mid": mean("noise_ratio_mid_flex"),
+                "gap": c4_gap,
+            },
+            bool(all(g >= 0.05 for g in c4_gap)),
+            "ratio(Mid) - ratio(ICMR) >= 0.05, each seed",
+            f"test noise sigma {sig[-1]} on {mods[1]},{mods[2]}; same training noise for both",
+        ),
+        Claim(
+            "C5",
+            "Handles arbitrary modality subsets (fleximodal)",
+            "qualitative",
+            {"flex": mean("subset_mean_icmr_flex"), "all": mean("subset_mean_icmr_all"), "ratio": c5},
+            bool(c5 <= 0.95),
+            "RMSE(flex) <= 0.95 RMSE(all), mean over the 6 proper subsets",
+            f"{n} seed(s)",
+        ),
     ]
     m["full_inputs"] = full
     return claims, m
@@ -123,7 +157,7 @@ def run(cfg, ctx) -> Results:
     c = _plain(cfg)
     c["progress"] = True
     runs = _run_all(c, ctx)
-    sd, st = build_data(c["data"], int(c["seed"]))
+    _sd, st = build_data(c["data"], int(c["seed"]))
     mods = st.modalities
     claims, m = claims_from(runs, mods, c)
     ctx.log("baselines: IDW, GP (RBF + white), KNN at horizon 0")
@@ -135,11 +169,15 @@ def run(cfg, ctx) -> Results:
     }
     m["cross_modal_H_from_TW"] = float(np.mean([p["rmse_H_from_TW"] for p in m["per_seed"]]))
     m["arms"] = {
-        arm: {k: runs[0]["arms"][arm][k] for k in ("params", "train_seconds", "eval_seconds", "ms_per_batch",
-                                                   "loss_first", "loss_last")}
+        arm: {
+            k: runs[0]["arms"][arm][k]
+            for k in ("params", "train_seconds", "eval_seconds", "ms_per_batch", "loss_first", "loss_last")
+        }
         for arm in ARMS
     }
-    m["raw"] = [{arm: {k: v for k, v in r["arms"][arm].items() if k != "example"} for arm in ARMS} for r in runs]
+    m["raw"] = [
+        {arm: {k: v for k, v in r["arms"][arm].items() if k != "example"} for arm in ARMS} for r in runs
+    ]
     ref = m["reference_h0"]
     ctx.log(
         "reference (no verdict), z-RMSE at h=0 per modality: "
@@ -148,7 +186,9 @@ def run(cfg, ctx) -> Results:
     )
     ex = runs[0]["arms"]
     figs = [
-        fields_figure(ctx.run_dir / "fields.png", st, ex["icmr_flex"].get("example"), ex["mid_flex"].get("example")),
+        fields_figure(
+            ctx.run_dir / "fields.png", st, ex["icmr_flex"].get("example"), ex["mid_flex"].get("example")
+        ),
         noise_figure(ctx.run_dir / "noise.png", m, c["eval"]["sigmas"]),
         subsets_figure(ctx.run_dir / "subsets.png", m),
     ]

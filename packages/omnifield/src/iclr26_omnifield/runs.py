@@ -43,6 +43,7 @@ def build_data(d: dict, seed: int):
 def run_seed(job: dict[str, Any]) -> dict[str, Any]:
     """Train and evaluate the four arms for ``job["seed"]``; returns plain numbers and lists."""
     import torch
+
     from iclr26_core.runtime import quiet
 
     from .experiment import evaluate, sensor_sets, train_field
@@ -56,13 +57,20 @@ def run_seed(job: dict[str, Any]) -> dict[str, Any]:
         noise = dict(cfg["data"]["noise"])
         sigmas = [float(s) for s in cfg["eval"]["sigmas"]]
         res: dict[str, Any] = {"seed": seed, "arms": {}}
-        for a, (arm, (fusion, subset, gff)) in enumerate(ARMS.items()):
+        for _a, (arm, (fusion, subset, gff)) in enumerate(ARMS.items()):
             torch.manual_seed(seed)
             model = OmniField(model_config(cfg["model"], fusion, gff))
             t0 = time.perf_counter()
             tr = train_field(
-                model, sd, cfg["train"], subset, noise, seed,
-                desc=f"seed {seed} {arm}", position=job.get("position"), progress=job.get("progress", True),
+                model,
+                sd,
+                cfg["train"],
+                subset,
+                noise,
+                seed,
+                desc=f"seed {seed} {arm}",
+                position=job.get("position"),
+                progress=job.get("progress", True),
             )
             r: dict[str, Any] = {
                 "params": int(sum(p.numel() for p in model.parameters())),
@@ -74,11 +82,18 @@ def run_seed(job: dict[str, Any]) -> dict[str, Any]:
             r["full"] = evaluate(model, st).tolist()
             r["eval_seconds"] = time.perf_counter() - t1
             if arm in ("icmr_flex", "icmr_all"):
-                r["subsets"] = {"".join(s): evaluate(model, st, inputs=s).tolist() for s in proper_subsets(mods)}
+                r["subsets"] = {
+                    "".join(s): evaluate(model, st, inputs=s).tolist() for s in proper_subsets(mods)
+                }
             if arm in ("icmr_flex", "mid_flex"):
                 others = [m for m in mods if m != mods[0]]
-                r["noise"] = {
-                    str(s): evaluate(model, st, noisy=others, sigma=s, seed=seed + 7).tolist() for s in sigmas
+                r["noise"] = {  # sigma 0 is the clean full-input evaluation above
+                    str(s): (
+                        r["full"]
+                        if s == 0
+                        else evaluate(model, st, noisy=others, sigma=s, seed=seed + 7).tolist()
+                    )
+                    for s in sigmas
                 }
                 if job.get("example"):  # test sample 0, all inputs, horizon 0, for fields.png
                     with torch.no_grad():

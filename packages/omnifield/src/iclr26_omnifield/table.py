@@ -9,12 +9,14 @@ targets = every modality's observations at t + h for h in ``horizons``) with ran
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from iclr26_core.errors import UserError
 
 META = "omnifield_meta.json"
@@ -27,21 +29,25 @@ def read_table(path: str | Path, modalities=None) -> pd.DataFrame:
         raise UserError(f"table {str(path)!r} not found")
     try:
         df = pd.read_parquet(path) if path.suffix in (".parquet", ".pq") else pd.read_csv(path)
-    except Exception as exc:  # noqa: BLE001 - any reader failure is the user's file
+    except Exception as exc:
         raise UserError(f"cannot read table {str(path)!r}: {exc}") from None
     if "x" not in df.columns and {"lon", "lat"} <= set(df.columns):
         df = df.rename(columns={"lon": "x", "lat": "y"})
     missing = [c for c in ("time", "x", "y", "modality", "value") if c not in df.columns]
     if missing:
-        raise UserError(f"table {path.name} lacks column(s) {', '.join(missing)} (need time, x, y or lon, lat, "
-                        "modality, value)")
+        raise UserError(
+            f"table {path.name} lacks column(s) {', '.join(missing)} (need time, x, y or lon, lat, "
+            "modality, value)"
+        )
     df = df[["time", "x", "y", "modality", "value"]].copy()
     df["modality"] = df["modality"].astype(str)
     if modalities:
         unknown = sorted(set(modalities) - set(df["modality"]))
         if unknown:
-            raise UserError(f"modality {', '.join(unknown)} not in the table (it has "
-                            f"{', '.join(sorted(df['modality'].unique()))})")
+            raise UserError(
+                f"modality {', '.join(unknown)} not in the table (it has "
+                f"{', '.join(sorted(df['modality'].unique()))})"
+            )
         df = df[df["modality"].isin(modalities)]
     return df.sort_values("time", kind="stable").reset_index(drop=True)
 
@@ -62,10 +68,17 @@ def _stack(df: pd.DataFrame, times, mods, lo, hi, mean, std):
     return C, V
 
 
-def fit_table(df: pd.DataFrame, out: str | Path, horizons=(0, 1, 2), model: dict | None = None,
-              train: dict | None = None, seed: int = 0) -> Path:
+def fit_table(
+    df: pd.DataFrame,
+    out: str | Path,
+    horizons=(0, 1, 2),
+    model: dict | None = None,
+    train: dict | None = None,
+    seed: int = 0,
+) -> Path:
     """Train OmniField on ``df`` (see the module docstring); writes the checkpoint directory ``out``."""
     import torch
+
     from iclr26_core.fs import atomic_write_text, staged_dir
     from iclr26_core.train import TrainConfig, train_lm
 
@@ -82,10 +95,21 @@ def fit_table(df: pd.DataFrame, out: str | Path, horizons=(0, 1, 2), model: dict
     stats = df.groupby("modality")["value"].agg(["mean", "std"]).reindex(mods)
     mean, std = stats["mean"].to_numpy(float), stats["std"].fillna(1).replace(0, 1).to_numpy(float)
     C, V = _stack(df, times, mods, lo, hi, mean, std)
-    cfg = OmniFieldConfig(modalities=mods, **{"d_latent": 32, "n_latents": 16, "trunk_layers": 1,
-                                              "cross_heads": 2, "self_heads": 2, "dim_head": 16,
-                                              "decoder_ff": False, "gff_space": (32, 5.0), "gff_time": (8, 1.0),
-                                              **(model or {})})
+    cfg = OmniFieldConfig(
+        modalities=mods,
+        **{
+            "d_latent": 32,
+            "n_latents": 16,
+            "trunk_layers": 1,
+            "cross_heads": 2,
+            "self_heads": 2,
+            "dim_head": 16,
+            "decoder_ff": False,
+            "gff_space": (32, 5.0),
+            "gff_time": (8, 1.0),
+            **(model or {}),
+        },
+    )
     t = {"steps": 200, "batch": 8, "lr": 1e-3, "subset_p": 0.7, **(train or {})}
     starts = np.arange(len(times) - H)
     M, N = V.shape[1], V.shape[2]
@@ -97,34 +121,51 @@ def fit_table(df: pd.DataFrame, out: str | Path, horizons=(0, 1, 2), model: dict
         keep = rng.random((len(idx), M)) < float(t["subset_p"])
         keep[np.arange(len(idx)), rng.integers(M, size=len(idx))] = True
         h = rng.choice(list(horizons), len(idx))
-        return idx, keep, h
+        return torch.tensor(idx), torch.tensor(keep), torch.tensor(h)
 
     def loss_fn(net, batch):
         idx, keep, h = batch
         vals = Vt[idx].clone()
-        vals[torch.tensor(~keep)] = float("nan")
+        vals[~keep] = float("nan")
         sets = {m: SensorSet(Ct[idx, i], vals[:, i]) for i, m in enumerate(mods)}
         tgt_c = Ct[idx + h].reshape(len(idx), M * N, 2)
         tv = Vt[idx + h]  # [B, M, N]
         y = {m: torch.full((len(idx), M * N), float("nan")) for m in mods}
         for i, m in enumerate(mods):
             y[m][:, i * N : (i + 1) * N] = tv[:, i]
-        pred = net(sets, tgt_c, torch.tensor(h / max(H, 1), dtype=torch.float32))
+        pred = net(sets, tgt_c, h.float() / max(H, 1))
         return fleximodal_loss(pred, y, {m: torch.ones(len(idx), dtype=torch.bool) for m in mods})
 
     torch.manual_seed(seed)
     net = OmniField(cfg)
-    tc = TrainConfig(steps=int(t["steps"]), batch_size=int(t["batch"]), lr=float(t["lr"]), weight_decay=1e-4,
-                     betas=(0.9, 0.999), warmup_steps=int(0.1 * int(t["steps"])), seed=seed, device="cpu",
-                     desc="fit")
+    tc = TrainConfig(
+        steps=int(t["steps"]),
+        batch_size=int(t["batch"]),
+        lr=float(t["lr"]),
+        weight_decay=1e-4,
+        betas=(0.9, 0.999),
+        warmup_steps=int(0.1 * int(t["steps"])),
+        seed=seed,
+        device="cpu",
+        desc="fit",
+    )
     res = train_lm(net, None, cfg=tc, batches=batches, loss_fn=loss_fn)
     with staged_dir(out) as tmp:
         net.save_pretrained(tmp)
-        meta = {"modalities": mods, "horizons": list(map(int, horizons)), "lo": lo.tolist(), "hi": hi.tolist(),
-                "mean": mean.tolist(), "std": std.tolist(), "n_times": len(times)}
+        meta = {
+            "modalities": mods,
+            "horizons": list(map(int, horizons)),
+            "lo": lo.tolist(),
+            "hi": hi.tolist(),
+            "mean": mean.tolist(),
+            "std": std.tolist(),
+            "n_times": len(times),
+        }
         atomic_write_text(tmp / META, json.dumps(meta, indent=2) + "\n")
-        atomic_write_text(tmp / "train_log.csv",
-                          "step,loss\n" + "".join(f"{i + 1},{v:.6g}\n" for i, v in enumerate(res.losses)))
+        atomic_write_text(
+            tmp / "train_log.csv",
+            "step,loss\n" + "".join(f"{i + 1},{v:.6g}\n" for i, v in enumerate(res.losses)),
+        )
     return Path(out)
 
 
@@ -132,10 +173,8 @@ def _time_match(col: pd.Series, time) -> pd.Series:
     """Rows whose time equals ``time`` (compared as text, or as numbers when both parse)."""
     sel = col.astype(str) == str(time)
     if not sel.any():
-        try:
+        with contextlib.suppress(TypeError, ValueError):
             sel = pd.to_numeric(col, errors="coerce") == float(time)
-        except (TypeError, ValueError):
-            pass
     return sel
 
 
@@ -150,8 +189,9 @@ def load_fitted(model_dir: str | Path):
     return OmniField.from_pretrained(d).eval(), meta
 
 
-def predict_table(model_dir, df: pd.DataFrame, time, queries: np.ndarray, horizon: int = 0,
-                  inputs=None, targets=None) -> pd.DataFrame:
+def predict_table(
+    model_dir, df: pd.DataFrame, time, queries: np.ndarray, horizon: int = 0, inputs=None, targets=None
+) -> pd.DataFrame:
     """Predict ``targets`` (default all modalities) at ``queries`` [Q, 2] (table units), ``horizon`` steps after
     ``time``, from the observations of ``inputs`` (default all) at ``time``."""
     import torch
@@ -173,8 +213,11 @@ def predict_table(model_dir, df: pd.DataFrame, time, queries: np.ndarray, horizo
         raise UserError(f"no observations at time {time!r}: at least one input modality is required")
     lo, hi = np.array(meta["lo"]), np.array(meta["hi"])
     C, V = _stack(at, [at["time"].iloc[0]], mods, lo, hi, np.array(meta["mean"]), np.array(meta["std"]))
-    sets = {m: SensorSet(torch.tensor(C[:, i]), torch.tensor(V[:, i])) for i, m in enumerate(mods)
-            if not np.isnan(V[0, i]).all()}
+    sets = {
+        m: SensorSet(torch.tensor(C[:, i]), torch.tensor(V[:, i]))
+        for i, m in enumerate(mods)
+        if not np.isnan(V[0, i]).all()
+    }
     q = torch.tensor((queries - lo) / (hi - lo), dtype=torch.float32)[None]
     targets = list(targets or mods)
     with torch.no_grad():
@@ -183,6 +226,9 @@ def predict_table(model_dir, df: pd.DataFrame, time, queries: np.ndarray, horizo
     for m in targets:
         i = mods.index(m)
         val = pred[m][0].numpy() * meta["std"][i] + meta["mean"][i]
-        rows.append(pd.DataFrame({"x": queries[:, 0], "y": queries[:, 1], "modality": m, "horizon": horizon,
-                                  "value": val}))
+        rows.append(
+            pd.DataFrame(
+                {"x": queries[:, 0], "y": queries[:, 1], "modality": m, "horizon": horizon, "value": val}
+            )
+        )
     return pd.concat(rows, ignore_index=True)
