@@ -3,7 +3,8 @@
 Shared latent S(x, t) = Σ_j a_j sin(2π k_j·(x − v t) + φ_j) on the periodic unit square: 13 modes with
 1 ≤ |k|_∞ ≤ 4 and 3 with 6 ≤ |k|_∞ ≤ 10, a_j ∝ 1/‖k_j‖ rescaled so Var S = 1, φ_j ~ U(0, 2π), one advection
 velocity v = (0.03, −0.02) per step. Modalities: T = S + P_T, H = tanh(1.5 S) + P_H, W = ‖∇S‖/E‖∇S‖ − 1 + P_W,
-with private fields P_m (4 modes, |k|_∞ ≤ 3, variance 0.1, advected alike).
+with private fields P_m (4 modes, |k|_∞ ≤ 3, variance 0.1, advected alike). The wave vectors are one fixed
+set (``structure_seed``); phases are drawn per sample.
 """
 
 from __future__ import annotations
@@ -47,24 +48,30 @@ def _wave_field(k, a, phi, X, Y, t):
     return val, grad
 
 
-def synthetic_fields(n_samples: int, grid: int = 32, horizons=(0, 1, 2), seed: int = 0) -> FieldData:
-    """``n_samples`` independent samples of the three correlated fields at steps 0..max(horizons)."""
+def synthetic_fields(
+    n_samples: int, grid: int = 32, horizons=(0, 1, 2), seed: int = 0, structure_seed: int = 2026
+) -> FieldData:
+    """``n_samples`` independent samples of the three correlated fields at steps 0..max(horizons).
+
+    The wave vectors k_j (and the private fields' modes) are one fixed set drawn from ``structure_seed``, shared
+    by every sample and split (our reading of the spec, where only φ_j is written as random); each sample draws
+    its phases φ_j from ``seed``.
+    """
     rng = np.random.default_rng(seed)
+    srng = np.random.default_rng(structure_seed)
+    k = np.concatenate([_modes(srng, 13, 1, 4), _modes(srng, 3, 6, 10)])
+    a = 1.0 / np.linalg.norm(k, axis=1)
+    a = a / np.sqrt((a**2).sum() / 2)  # Var S = Σ a²/2 = 1
+    kps = [_modes(srng, 4, 1, 3) for _ in range(3)]
+    ap = np.full(4, np.sqrt(0.1 * 2 / 4))  # Σ a²/2 = 0.1
     lin = np.arange(grid) / grid
     X, Y = np.meshgrid(lin, lin, indexing="ij")
     T_steps = max(horizons) + 1
     fields = np.zeros((n_samples, T_steps, 3, grid, grid))
     truth = np.zeros((n_samples, T_steps, grid, grid))
     for i in range(n_samples):
-        k = np.concatenate([_modes(rng, 13, 1, 4), _modes(rng, 3, 6, 10)])
-        a = 1.0 / np.linalg.norm(k, axis=1)
-        a = a / np.sqrt((a**2).sum() / 2)  # Var S = Σ a²/2 = 1
         phi = rng.uniform(0, 2 * np.pi, 16)
-        priv = []
-        for _ in range(3):
-            kp = _modes(rng, 4, 1, 3)
-            ap = np.full(4, np.sqrt(0.1 * 2 / 4))  # Σ a²/2 = 0.1
-            priv.append((kp, ap, rng.uniform(0, 2 * np.pi, 4)))
+        priv = [(kp, ap, rng.uniform(0, 2 * np.pi, 4)) for kp in kps]
         for t in range(T_steps):
             S, gS = _wave_field(k, a, phi, X, Y, t)
             P = [_wave_field(kp, ap, pp, X, Y, t)[0] for kp, ap, pp in priv]

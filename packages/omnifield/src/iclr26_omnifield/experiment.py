@@ -97,8 +97,7 @@ def make_batches(
         h = rng.integers(0, H, (batch, targets))
         qc = sd.grid[q]
         tau = torch.tensor(np.array(sd.horizons)[h] / hmax, dtype=torch.float32)
-        y = sd.targets[idx[:, None], h][..., None].squeeze(-1)  # [B, Q, M, G]
-        y = torch.gather(y, 3, torch.tensor(q)[:, :, None, None].expand(-1, -1, M, 1)).squeeze(-1)
+        y = sd.targets[idx[:, None], h, :, q]  # [B, Q, M]
         return vals, mask, qc, tau, y.permute(0, 2, 1).contiguous()
 
     return batches
