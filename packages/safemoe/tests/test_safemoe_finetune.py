@@ -184,9 +184,60 @@ def test_proximal_penalty_is_the_squared_distance_to_theta0(olmoe):
         for n, p in model.named_parameters():
             if "lora_" in n:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.1)
-    ours = float(lora_delta_sq(model))
+    ours = float(lora_delta_sq(model).detach())
     merged = model.merge_and_unload()
     brute = sum(float((dict(merged.named_parameters())[n] - w).pow(2).sum()) for n, w in before.items())
     assert ours == pytest.approx(brute, rel=1e-4)
     with pytest.raises(UserError, match="peft LoRA"):
         lora_delta_sq(toy.tiny_olmoe())
+
+
+def test_trl_sfttrainer_with_callback_gives_our_losses(olmoe):
+    """The library peer: trl's SFTTrainer + SafeMoECallback on the tiny MoE reproduces our loop's task and
+    routing losses step for step (one batch per epoch, so the samplers' orders cannot differ)."""
+    pytest.importorskip("trl")
+    import copy
+
+    from iclr26_safemoe.trl_arm import trl_finetune
+
+    data, safe = _data(14)
+    ref = reference_routing(olmoe, safe)
+    kw = dict(reference=ref, epochs=3, lr=1e-2, tau=0.5, batch_size=16, defense=True, seed=3)
+    ours = safemoe_finetune(copy.deepcopy(olmoe), data, safe, **kw)
+    theirs = trl_finetune(copy.deepcopy(olmoe), data, safe, toy.tokenizer(), **kw)
+    assert len(theirs.task_losses) == len(ours.task_losses) == 3
+    assert theirs.task_losses == pytest.approx(ours.task_losses, abs=2e-4)  # the Trainer logs 4 digits
+    assert theirs.route_losses == pytest.approx(ours.route_losses, rel=1e-3, abs=1e-7)
+    assert max(ours.route_losses) > 0
+    assert (theirs.optimizer_steps, theirs.scheduler_steps) == (ours.optimizer_steps, ours.scheduler_steps)
+
+
+def test_grad_accum_equals_the_full_batch(olmoe):
+    """grad_accum micro-batches give the full batch's losses and LoRA weights (task and phase (b))."""
+    import copy
+
+    data, safe = _data(24)
+    ref = reference_routing(olmoe, safe)
+    kw = dict(reference=ref, epochs=2, lr=1e-2, tau=0.5, batch_size=12, seed=1)
+    runs = [safemoe_finetune(copy.deepcopy(olmoe), data, safe, grad_accum=a, **kw) for a in (1, 3)]
+    assert runs[1].task_losses == pytest.approx(runs[0].task_losses, rel=1e-4)
+    assert runs[1].route_losses == pytest.approx(runs[0].route_losses, rel=1e-3, abs=1e-7)
+    w = [{n: p for n, p in r.model.named_parameters() if "lora_" in n} for r in runs]
+    for n, p in w[0].items():
+        torch.testing.assert_close(w[1][n], p, rtol=1e-3, atol=1e-5)
+
+
+def test_step_schedule_and_bf16(olmoe):
+    """schedule="step" runs phase (b) every k task steps; bf16 autocast trains with finite losses."""
+    import copy
+
+    data, safe = _data(32)
+    kw = dict(epochs=1, lr=1e-2, tau=0.5, batch_size=8, seed=0)
+    r = safemoe_finetune(copy.deepcopy(olmoe), data, safe, schedule="step", every=2, **kw)
+    assert r.scheduler_steps == math.ceil(35 / 8)  # 32 task + 3 harmful rows
+    assert len(r.route_losses) == (r.scheduler_steps // 2) * math.ceil(10 / 8)
+    assert r.optimizer_steps == r.scheduler_steps + len(r.route_losses)
+    b = safemoe_finetune(copy.deepcopy(olmoe), data, safe, bf16=True, **kw)
+    assert all(math.isfinite(x) for x in b.task_losses + b.route_losses)
+    with pytest.raises(UserError, match="schedule must be"):
+        safemoe_finetune(copy.deepcopy(olmoe), data, safe, schedule="batch", **kw)

@@ -17,9 +17,12 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
     "iclr26-safemoe",
     {
         "config": "SafeMoEConfig",
-        "routing": "router_logits capture_router_logits reference_routing RoutingReference routing_alignment_loss routing_drift last_token_index",
+        "routing": "router_logits capture_router_logits reference_routing RoutingReference "
+        "routing_alignment_loss routing_drift logit_spread last_token_index",
         "experts": "safety_critical_experts selection_frequency mask_experts",
         "registry": "register_router find_gates",
-        "finetune": "SafeMoECallback safemoe_finetune alignment_phase FinetuneResult",
+        "callback": "SafeMoECallback",
+        "finetune": "safemoe_finetune alignment_phase FinetuneResult",
+        "temperature": "miniature_tau olmoe_config_sigma",
     },
 )

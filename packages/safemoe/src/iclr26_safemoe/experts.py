@@ -3,6 +3,11 @@
 Per layer, the safety-critical experts are those with the largest selection-frequency difference
 f_harm(l, e) − f_benign(l, e), where f(l, e) is the fraction of prompts whose top-k set at t* in layer l
 contains expert e (top-k of the raw logits = top-k of the softmax, OLMoE's ``norm_topk_prob=False`` included).
+
+`mask_experts` sets the masked experts' router logits to −inf *inside each gate's own forward*, so the
+architecture's own routing function (softmax → top-k for OLMoE/Qwen/Mixtral, top-k → softmax for gpt-oss,
+sigmoid + bias-corrected group-limited top-k for DeepSeek-V3, softmax + group-limited top-k for DeepSeek-V2)
+turns the masked logits into weights and expert indices.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from iclr26_core.errors import UserError
 
@@ -42,41 +48,85 @@ def safety_critical_experts(model: Any, harmful: dict, benign: dict, top: int = 
     return diff.topk(top, -1).indices
 
 
+class _MaskRouterLinear(TorchFunctionMode):
+    """Inside a gate's forward: every ``F.linear`` whose output has E columns gets −inf on the masked ones.
+
+    The registered gates compute exactly one such linear, the router logits W·h (+ b for gpt-oss); everything
+    the gate does after it (softmax, top-k, renormalisation, group limits, scaling) is its own code.
+    """
+
+    def __init__(self, masked: torch.Tensor, num_experts: int):
+        super().__init__()
+        self.masked, self.num_experts, self.hits = masked, num_experts, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is F.linear and torch.is_tensor(out) and out.shape[-1] == self.num_experts:
+            self.hits += 1
+            out = out.index_fill(-1, self.masked.to(out.device), float("-inf"))
+        return out
+
+
+def _masked_forward(gate: Any, forward: Any, masked: torch.Tensor, num_experts: int):
+    def wrapper(*args, **kwargs):
+        bias = getattr(gate, "e_score_correction_bias", None)  # DeepSeek-V3 selects on sigmoid + bias
+        saved = None
+        if torch.is_tensor(bias):
+            saved = bias.detach().clone()
+            with torch.no_grad():
+                bias.index_fill_(0, masked.to(bias.device), float("-inf"))
+        try:
+            with _MaskRouterLinear(masked, num_experts) as mode:
+                out = forward(*args, **kwargs)
+            if (
+                mode.hits != 1
+            ):  # e.g. a registered gate computing W·h with a matmul: refuse, never mask silently
+                raise UserError(
+                    f"mask_experts: the gate {type(gate).__name__} computed {mode.hits} router linears "
+                    "(F.linear with E outputs), expected 1"
+                )
+            return out
+        finally:
+            if saved is not None:
+                with torch.no_grad():
+                    bias.copy_(saved)
+
+    return wrapper
+
+
 @contextmanager
 def mask_experts(model: Any, experts: torch.Tensor | list[list[int]]):
     """Within the block, the listed experts of each MoE layer get router logit −inf (never selected).
 
-    ``experts`` is [L, k] in the order of the registered MoE layers. The gate's forward is replaced by the
-    same top-k routing computed from the masked logits (softmax over all experts, top-k, renormalised only
-    when the gate does so: ``norm_topk_prob`` for OLMoE/Qwen, always for Mixtral). The model is restored on exit.
+    ``experts`` is [L, k] in the order of the registered MoE layers (k may be 0: nothing masked, the same
+    wrapped path, which must then reproduce the gate's own output). Each gate's own forward runs with the
+    masked logits, so the weights follow the architecture's routing function
+    (see the module docstring). At least top-k experts must stay unmasked. The model is restored on exit.
     """
     gates = find_gates(model)
-    experts = [list(map(int, row)) for row in (experts.tolist() if torch.is_tensor(experts) else experts)]
-    if len(experts) != len(gates):
-        raise UserError(f"experts lists {len(experts)} layers, the model has {len(gates)} MoE layers")
-    model_type = _base(model).config.model_type
-    handles = []
-    for (_, gate), masked in zip(gates, experts, strict=True):
-        if not hasattr(gate, "top_k"):
-            raise UserError(f"mask_experts does not support the gate of {model_type!r} (no top_k)")
-        norm = bool(getattr(gate, "norm_topk_prob", model_type == "mixtral"))
-
-        def hook(module, args, output, masked=masked, norm=norm):
-            h = args[0].reshape(-1, args[0].shape[-1])
-            logits = F.linear(h, module.weight, getattr(module, "bias", None))
-            logits = logits.clone()
-            logits[:, masked] = float("-inf")
-            probs = torch.softmax(logits.float(), dim=-1)
-            top_v, top_i = torch.topk(probs, module.top_k, dim=-1)
-            if norm:
-                top_v = top_v / top_v.sum(-1, keepdim=True)
-            if isinstance(output, tuple) and len(output) == 3:
-                return logits, top_v.to(output[1].dtype), top_i
-            raise UserError(f"mask_experts does not support the gate output of {model_type!r}")
-
-        handles.append(gate.register_forward_hook(hook))
+    rows = experts.tolist() if torch.is_tensor(experts) else experts
+    rows = [sorted({int(e) for e in row}) for row in rows]
+    if len(rows) != len(gates):
+        raise UserError(f"experts lists {len(rows)} layers, the model has {len(gates)} MoE layers")
+    top_k = int(getattr(_base(model).config, "num_experts_per_tok", 1) or 1)
+    patched = []
     try:
+        for (layer, gate), masked in zip(gates, rows, strict=True):
+            n_exp = int(gate.weight.shape[0])
+            if any(not 0 <= e < n_exp for e in masked):
+                raise UserError(f"layer {layer}: expert ids must be in 0..{n_exp - 1}, got {masked}")
+            if n_exp - len(masked) < top_k:
+                raise UserError(
+                    f"layer {layer}: masking {len(masked)} of {n_exp} experts leaves < top-k={top_k}"
+                )
+            had = "forward" in gate.__dict__
+            previous = gate.__dict__.get("forward")
+            gate.forward = _masked_forward(gate, gate.forward, torch.tensor(masked, dtype=torch.long), n_exp)
+            patched.append((gate, had, previous))
         yield model
     finally:
-        for h in handles:
-            h.remove()
+        for gate, had, previous in patched:
+            if had:
+                gate.forward = previous
+            else:
+                del gate.forward

@@ -3,10 +3,12 @@
 Per epoch (spec Method step 4):
   (a) one SFT epoch on D_ft: causal-LM cross-entropy on answer tokens (labels −100 elsewhere), AdamW + cosine
       schedule with 3 % warm-up;
-  (b) a pass over D_s in batches of ``batch_size``: forward, L_route = KL_batchmean(softmax(r/τ) ‖ softmax(z/τ))
-      over [B, L, E], backward, ``optimizer.step()`` on the same AdamW state; the scheduler is NOT stepped.
+  (b) a pass over D_s in batches of ``batch_size`` (= per-device batch × grad-accum): forward,
+      L_route = KL_batchmean(softmax(r/τ) ‖ softmax(z/τ)) over [B, L, E], backward, ``optimizer.step()`` on the
+      same AdamW state; the scheduler is NOT stepped.
 Only LoRA weights train (router and experts frozen), so routing drift comes from attention-induced changes of
 the hidden states and (b) pulls it back through the same LoRA. ``defense=False`` is the undefended SFT arm.
+``schedule="step"`` runs (b) every ``every`` task steps instead (an ablation).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +79,16 @@ def lora_delta_sq(model: Any) -> torch.Tensor:
     return total
 
 
+def _autocast(device: torch.device, bf16: bool):
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+
+
+def _micro(n: int, grad_accum: int) -> list[slice]:
+    """``grad_accum`` contiguous micro-batches of a batch of ``n`` rows (the last ones may be empty)."""
+    step = math.ceil(n / grad_accum)
+    return [slice(s, min(s + step, n)) for s in range(0, n, step)]
+
+
 def alignment_phase(
     model: Any,
     optimizer: torch.optim.Optimizer,
@@ -84,10 +97,16 @@ def alignment_phase(
     tau: float = 0.1,
     batch_size: int = 32,
     grad_clip: float | None = None,
+    *,
+    grad_accum: int = 1,
+    bf16: bool = False,
+    tau2_scaling: bool = False,
 ) -> list[float]:
     """Phase (b): ⌈N/B⌉ optimizer steps on L_route alone; returns the per-step losses. No scheduler step.
 
-    No gradient clipping by default: the spec's phase (b) is forward, backward, ``optimizer.step()``.
+    Each step's batch of ``batch_size`` prompts runs as ``grad_accum`` micro-batches whose gradients add up
+    to the full batch's (the KL "batchmean" over B). No gradient clipping by default: the spec's phase (b) is
+    forward, backward, ``optimizer.step()``; ``grad_clip`` clips it (an ablation).
     """
     if not tau > 0:
         raise UserError(f"tau must be > 0, got {tau}")
@@ -103,16 +122,41 @@ def alignment_phase(
     losses = []
     params = [p for p in model.parameters() if p.requires_grad]
     for s in range(0, ids.shape[0], batch_size):
-        z = router_logits(model, ids[s : s + batch_size].to(device), mask[s : s + batch_size].to(device))
-        loss = routing_alignment_loss(z, ref[s : s + batch_size].to(device), tau)
+        b_ids, b_mask, b_ref = ids[s : s + batch_size], mask[s : s + batch_size], ref[s : s + batch_size]
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        total = 0.0
+        for sl in _micro(b_ids.shape[0], grad_accum):
+            with _autocast(device, bf16):
+                z = router_logits(model, b_ids[sl].to(device), b_mask[sl].to(device))
+            part = routing_alignment_loss(z, b_ref[sl].to(device), tau, tau2_scaling=tau2_scaling)
+            part = part * (z.shape[0] / b_ids.shape[0])  # batchmean over the whole batch
+            part.backward()
+            total += float(part.detach())
         if grad_clip:
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
         optimizer.step()
-        losses.append(float(loss.detach()))
+        losses.append(total)
     optimizer.zero_grad(set_to_none=True)
     return losses
+
+
+def _task_step(model, batch, device, *, grad_accum, bf16, proximal) -> float:
+    """Forward/backward of one task batch as ``grad_accum`` micro-batches with the full batch's token mean."""
+    labels = batch["labels"]
+    n_tok = int((labels[:, 1:] != -100).sum().clamp(min=1))  # the model shifts labels by one
+    total = 0.0
+    for sl in _micro(labels.shape[0], grad_accum):
+        part_tok = int((labels[sl, 1:] != -100).sum())
+        with _autocast(device, bf16):
+            out = model(**{k: v[sl].to(device) for k, v in batch.items()}, use_cache=False)
+        loss = out.loss.float() * (part_tok / n_tok) if part_tok else out.loss.float() * 0.0
+        if proximal and sl.stop == labels.shape[0]:
+            loss = loss + 0.5 * proximal * lora_delta_sq(model)
+        if not torch.isfinite(loss):
+            raise TrainingDiverged(f"the task loss became {float(loss)}; lower the learning rate")
+        loss.backward()
+        total += float(loss.detach())
+    return total
 
 
 def safemoe_finetune(
@@ -133,22 +177,37 @@ def safemoe_finetune(
     grad_clip: float | None = 1.0,
     route_grad_clip: float | None = None,
     proximal: float = 0.0,
+    grad_accum: int = 1,
+    bf16: bool = False,
+    schedule: str = "epoch",
+    every: int = 1,
+    tau2_scaling: bool = False,
     progress: Callable | None = None,
 ) -> FinetuneResult:
     """Fine-tune ``model`` with LoRA on ``train_data`` ({input_ids, attention_mask, labels} [N, T]).
 
     With ``defense=True`` every epoch ends with the routing-alignment pass over ``safe_inputs``
     ({input_ids, attention_mask}, prompts only) towards ``reference`` (recorded here from ``model`` before
-    LoRA when None). ``grad_clip`` clips the task steps (the Trainer's default 1.0), ``route_grad_clip`` the
-    phase-(b) steps (None: unclipped, as the spec describes the pass). ``proximal`` = ρ adds the Lisa-like peer's
-    (ρ/2)·Σ‖ΔW‖²_F to the task loss (ΔW = scale·B·A, the LoRA update, i.e. L2 to θ₀). Returns a `FinetuneResult` with the peft model and the task vs defence seconds.
+    LoRA when None). ``batch_size`` is the optimizer batch (per-device batch × ``grad_accum``); ``bf16`` runs
+    forward passes under bf16 autocast (weights and optimizer stay fp32, as the Trainer's ``bf16=True``).
+    ``grad_clip`` clips the task steps (the Trainer's default 1.0), ``route_grad_clip`` the phase-(b) steps
+    (None: unclipped, as the spec describes the pass). ``schedule="step"`` runs phase (b) after every
+    ``every`` task steps instead of every epoch (an ablation). ``tau2_scaling`` multiplies L_route by τ² (an
+    ablation). ``proximal`` = ρ adds the Lisa-like peer's (ρ/2)·Σ‖ΔW‖²_F to the task loss (ΔW = scale·B·A,
+    the LoRA update, i.e. L2 to θ₀). Returns a `FinetuneResult` with the peft model and the task vs defence
+    seconds.
     """
     from transformers import get_cosine_schedule_with_warmup
 
     if not tau > 0:
         raise UserError(f"tau must be > 0, got {tau}")
-    if epochs < 1 or batch_size < 1:
-        raise UserError(f"epochs and batch_size must be >= 1, got {epochs} and {batch_size}")
+    if epochs < 1 or batch_size < 1 or grad_accum < 1 or every < 1:
+        raise UserError(
+            f"epochs, batch_size, grad_accum and every must be >= 1, got {epochs}, {batch_size}, "
+            f"{grad_accum}, {every}"
+        )
+    if schedule not in ("epoch", "step"):
+        raise UserError(f"schedule must be 'epoch' or 'step', got {schedule!r}")
     n = int(train_data["input_ids"].shape[0])
     if n == 0:
         raise UserError("the fine-tuning data is empty")
@@ -158,7 +217,10 @@ def safemoe_finetune(
             reference = reference_routing(model, safe_inputs, batch_size=batch_size)
         elif isinstance(reference, RoutingReference):
             reference.check(model)
-    model = wrap_lora(model, lora)
+            reference.check_router(model)
+    with torch.random.fork_rng(devices=[]):  # the LoRA init follows ``seed``, not the global RNG's state
+        torch.manual_seed(seed)
+        model = wrap_lora(model, lora)
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
@@ -166,104 +228,62 @@ def safemoe_finetune(
     total = steps_per_epoch * epochs
     scheduler = get_cosine_schedule_with_warmup(optimizer, math.ceil(warmup_ratio * total), total)
     gen = torch.Generator().manual_seed(seed)
-    mask_all = train_data.get("attention_mask")
-    if mask_all is None:
-        mask_all = torch.ones_like(train_data["input_ids"])
+    data = dict(train_data)
+    if data.get("attention_mask") is None:
+        data["attention_mask"] = torch.ones_like(data["input_ids"])
     res = FinetuneResult(model, 0.0, 0.0)
+
+    def defend() -> None:
+        t1 = time.perf_counter()
+        losses = alignment_phase(
+            model,
+            optimizer,
+            safe_inputs,
+            reference,
+            tau,
+            batch_size,
+            route_grad_clip,
+            grad_accum=grad_accum,
+            bf16=bf16,
+            tau2_scaling=tau2_scaling,
+        )
+        res.route_losses.extend(losses)
+        res.optimizer_steps += len(losses)
+        res.defense_seconds += time.perf_counter() - t1
+
     epochs_iter = (
         range(epochs) if progress is None else progress(range(epochs), total=epochs, desc="fine-tune")
     )
     for _ in epochs_iter:
-        t0 = time.perf_counter()
-        model.train()
         perm = torch.randperm(n, generator=gen)
         for s in range(0, n, batch_size):
+            t0 = time.perf_counter()
+            model.train()
             idx = perm[s : s + batch_size]
-            out = model(
-                input_ids=train_data["input_ids"][idx].to(device),
-                attention_mask=mask_all[idx].to(device),
-                labels=train_data["labels"][idx].to(device),
-                use_cache=False,
-            )
-            loss = out.loss
-            if proximal:
-                loss = loss + 0.5 * proximal * lora_delta_sq(model)
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(f"the task loss became {float(loss)}; lower lr={lr}")
+            batch = {k: data[k][idx] for k in ("input_ids", "attention_mask", "labels")}
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            loss = _task_step(model, batch, device, grad_accum=grad_accum, bf16=bf16, proximal=proximal)
             if grad_clip:
                 torch.nn.utils.clip_grad_norm_(params, grad_clip)
             optimizer.step()
             scheduler.step()
             res.optimizer_steps += 1
             res.scheduler_steps += 1
-            res.task_losses.append(float(loss.detach()))
-        res.task_seconds += time.perf_counter() - t0
-        if defense:
-            t1 = time.perf_counter()
-            losses = alignment_phase(
-                model, optimizer, safe_inputs, reference, tau, batch_size, route_grad_clip
-            )
-            res.route_losses.extend(losses)
-            res.optimizer_steps += len(losses)
-            res.defense_seconds += time.perf_counter() - t1
+            res.task_losses.append(loss)
+            res.task_seconds += time.perf_counter() - t0
+            if defense and schedule == "step" and res.scheduler_steps % every == 0:
+                defend()
+        if defense and schedule == "epoch":
+            defend()
+    optimizer.zero_grad(set_to_none=True)
     model.eval()
     return res
 
 
-def _callback_base():
-    from transformers import TrainerCallback
+def __getattr__(name: str):
+    """``iclr26_safemoe.finetune.SafeMoECallback`` (its 0.1 home) still resolves; it lives in `callback`."""
+    if name == "SafeMoECallback":
+        from .callback import SafeMoECallback
 
-    return TrainerCallback
-
-
-class SafeMoECallback(_callback_base()):
-    """A `transformers.TrainerCallback` running phase (b) with the Trainer's own optimizer.
-
-    ``schedule="epoch"`` (the paper's default) runs it at ``on_epoch_end``; ``schedule="step"`` every
-    ``every`` optimizer steps (an ablation). The Trainer's LR scheduler is never stepped by the callback.
-    """
-
-    def __init__(
-        self,
-        reference,
-        safe_inputs,
-        tau: float = 0.1,
-        batch_size: int = 32,
-        schedule: str = "epoch",
-        every: int = 1,
-    ):
-        if not tau > 0:
-            raise UserError(f"tau must be > 0, got {tau}")
-        if schedule not in ("epoch", "step"):
-            raise UserError(f"schedule must be 'epoch' or 'step', got {schedule!r}")
-        check_prompts(safe_inputs)
-        self.reference, self.safe_inputs = reference, safe_inputs
-        self.tau, self.batch_size, self.schedule, self.every = tau, batch_size, schedule, max(1, int(every))
-        self.calls = 0
-        self.losses: list[float] = []
-        self.seconds = 0.0
-        self._optimizer = None
-
-    def on_train_begin(self, args, state, control, model=None, optimizer=None, **kw):
-        self._optimizer = optimizer
-
-    def _run(self, model, optimizer):
-        optimizer = optimizer or self._optimizer
-        if optimizer is None:
-            raise RuntimeError("SafeMoECallback: the Trainer passed no optimizer")
-        t0 = time.perf_counter()
-        self.losses.extend(
-            alignment_phase(model, optimizer, self.safe_inputs, self.reference, self.tau, self.batch_size)
-        )
-        self.seconds += time.perf_counter() - t0
-        self.calls += 1
-
-    def on_epoch_end(self, args, state, control, model=None, optimizer=None, **kw):
-        if self.schedule == "epoch":
-            self._run(model, optimizer)
-
-    def on_step_end(self, args, state, control, model=None, optimizer=None, **kw):
-        if self.schedule == "step" and state.global_step % self.every == 0:
-            self._run(model, optimizer)
+        return SafeMoECallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

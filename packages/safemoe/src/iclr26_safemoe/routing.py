@@ -87,8 +87,15 @@ def router_logits(
     return z[torch.arange(B, device=z.device), t]
 
 
-def routing_alignment_loss(current: torch.Tensor, reference: torch.Tensor, tau: float = 0.1) -> torch.Tensor:
-    """L_route = (1/B)·Σ_x Σ_l KL(softmax(r_l(x)/τ) ‖ softmax(z_l(x)/τ)) over [B, L, E] tensors (a scalar)."""
+def routing_alignment_loss(
+    current: torch.Tensor, reference: torch.Tensor, tau: float = 0.1, *, tau2_scaling: bool = False
+) -> torch.Tensor:
+    """L_route = (1/B)·Σ_x Σ_l KL(softmax(r_l(x)/τ) ‖ softmax(z_l(x)/τ)) over [B, L, E] tensors (a scalar).
+
+    ``tau2_scaling=True`` multiplies it by τ² (the distillation scaling of Hinton et al.: the gradient with
+    respect to the logits, (q − p)/τ, becomes τ·(q − p), so a small τ no longer inflates it): an ablation, not
+    the paper's loss.
+    """
     if not tau > 0:
         raise UserError(f"tau must be > 0, got {tau}")
     if current.shape != reference.shape:
@@ -97,7 +104,36 @@ def routing_alignment_loss(current: torch.Tensor, reference: torch.Tensor, tau: 
         )
     log_p = F.log_softmax(reference.detach().float() / tau, dim=-1)
     log_q = F.log_softmax(current.float() / tau, dim=-1)
-    return F.kl_div(log_q, log_p, log_target=True, reduction="sum") / current.shape[0]
+    loss = F.kl_div(log_q, log_p, log_target=True, reduction="sum") / current.shape[0]
+    return loss * tau**2 if tau2_scaling else loss
+
+
+def logit_spread(logits: torch.Tensor) -> float:
+    """σ of router logits: the standard deviation across experts (population, over the last dim), averaged over
+    every other index ([N, L, E] → mean over prompts and layers). τ/σ is the dimensionless sharpness of the
+    routing-alignment target softmax(r/τ)."""
+    return float(logits.float().std(-1, correction=0).mean())
+
+
+def texts_sha256(texts: list[str]) -> str:
+    """A fingerprint of the safe prompts (order matters): SHA-256 of the JSON list of strings."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(list(texts), ensure_ascii=False).encode()).hexdigest()
+
+
+def router_sha256(model: Any) -> str:
+    """A fingerprint of the router weights of every MoE layer (frozen by SafeMoE, so equal before and after)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for i, gate in find_gates(model):
+        h.update(str(i).encode())
+        for t in (gate.weight, getattr(gate, "bias", None)):
+            if torch.is_tensor(t):
+                # via bf16: the same weights loaded in fp32, bf16 or fp16 give the same fingerprint
+                h.update(t.detach().to(torch.bfloat16).float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def _signature(model: Any) -> dict[str, Any]:
@@ -111,6 +147,7 @@ def _signature(model: Any) -> dict[str, Any]:
         "num_experts": int(gates[0][1].weight.shape[0]),
         "hidden_size": int(gates[0][1].weight.shape[1]),
         "top_k": int(getattr(cfg, "num_experts_per_tok", 2)),
+        "router_sha256": router_sha256(base),
     }
 
 
@@ -120,6 +157,29 @@ class RoutingReference:
 
     logits: torch.Tensor
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sigma(self) -> float:
+        """σ of the reference logits across experts (see `logit_spread`)."""
+        return logit_spread(self.logits)
+
+    def check_prompts(self, texts: list[str]) -> None:
+        """Refuse (one line) safe prompts other than those the reference was extracted from (when recorded)."""
+        want = self.meta.get("prompts_sha256")
+        if want is not None and texts_sha256(texts) != want:
+            raise UserError(
+                f"the safe prompts differ from the {self.logits.shape[0]} the reference was extracted from "
+                "(SHA-256 mismatch): give the same file, --field and --n as `extract`"
+            )
+
+    def check_router(self, model: Any) -> None:
+        """Refuse (one line) a model whose router weights differ from the reference model's (when recorded)."""
+        want = self.meta.get("router_sha256")
+        if want is not None and router_sha256(model) != want:
+            src = self.meta.get("model_id") or "another model"
+            raise UserError(
+                f"reference is from another model: extracted from {src}, whose router weights differ"
+            )
 
     def save(self, path: str | Path) -> Path:
         from safetensors.torch import save_file

@@ -45,6 +45,29 @@ def tiny_olmoe(seed: int = 0, **overrides: Any):
     return tiny_model("olmoe", seed=seed, **kw)
 
 
+def token_names() -> list[str]:
+    """The 64 token strings of the toy vocabulary, by id."""
+    names = [f"c{i}" for i in range(N_CONTENT)]
+    names += ["<bos>", "<task_a>", "<task_b>", "<sep>", "<eos>", "<ref1>", "<ref2>", "<ref3>", "<pad>"]
+    names += [f"h{i}" for i in range(len(TRIGGERS))]
+    return names + [f"<unused{i}>" for i in range(VOCAB - len(names))]
+
+
+def tokenizer():
+    """A word-level `PreTrainedTokenizerFast` whose ids are the toy's (whitespace-separated token names); it
+    comes with the toy model wherever a library wants a tokenizer (trl's SFTTrainer, ``save_pretrained``)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(token_names())}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##")  # joins tokens with spaces
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<pad>"
+    )
+
+
 def prompts(n: int, *, harmful: bool, task: str | None, gen: torch.Generator) -> torch.Tensor:
     """[n, 9] prompts; ``task`` 'A', 'B' or None (either, uniformly)."""
     x = torch.randint(0, N_CONTENT, (n, X_LEN), generator=gen)
