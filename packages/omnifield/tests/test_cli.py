@@ -51,6 +51,11 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert len(raw["icmr_all"]["subsets"]) == 6
     assert c["C5"]["holds"] == (flex / allm <= 0.95)
     assert set(m["reference_h0"]) == {"omnifield_icmr_flex", "idw", "gp", "knn"}
+    from iclr26_omnifield.peers import installed
+
+    assert set(m["peers"]) == set(installed())  # every installed peer ran on the same queries
+    for row in m["peers"].values():
+        assert all(np.isfinite(v) for v in row.values())
 
 
 def test_refuses_nonempty_out(tmp_path):

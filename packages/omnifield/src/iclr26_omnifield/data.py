@@ -35,7 +35,7 @@ def _modes(rng: np.random.Generator, n: int, lo: int, hi: int) -> np.ndarray:
         k = rng.integers(-hi, hi + 1, size=2)
         if lo <= np.abs(k).max() <= hi:
             out.append(k)
-    return np.array(out, dtype=float)
+    return np.array(out, dtype=float).reshape(-1, 2)
 
 
 def _wave_field(k, a, phi, X, Y, t):
@@ -49,17 +49,24 @@ def _wave_field(k, a, phi, X, Y, t):
 
 
 def synthetic_fields(
-    n_samples: int, grid: int = 32, horizons=(0, 1, 2), seed: int = 0, structure_seed: int = 2026
+    n_samples: int,
+    grid: int = 32,
+    horizons=(0, 1, 2),
+    seed: int = 0,
+    structure_seed: int = 2026,
+    k_low: int = 4,
+    n_high: int = 3,
 ) -> FieldData:
     """``n_samples`` independent samples of the three correlated fields at steps 0..max(horizons).
 
     The wave vectors k_j (and the private fields' modes) are one fixed set drawn from ``structure_seed``, shared
     by every sample and split (our reading of the spec, where only φ_j is written as random); each sample draws
-    its phases φ_j from ``seed``.
+    its phases φ_j from ``seed``. ``k_low`` (4) bounds |k|_∞ of the 16 − ``n_high`` low modes; ``n_high`` (3)
+    modes have 6 ≤ |k|_∞ ≤ 10 (the spec's field; the miniature's sizing may smooth it, see the README).
     """
     rng = np.random.default_rng(seed)
     srng = np.random.default_rng(structure_seed)
-    k = np.concatenate([_modes(srng, 13, 1, 4), _modes(srng, 3, 6, 10)])
+    k = np.concatenate([_modes(srng, 16 - n_high, 1, k_low), _modes(srng, n_high, 6, 10)])
     a = 1.0 / np.linalg.norm(k, axis=1)
     a = a / np.sqrt((a**2).sum() / 2)  # Var S = Σ a²/2 = 1
     kps = [_modes(srng, 4, 1, 3) for _ in range(3)]

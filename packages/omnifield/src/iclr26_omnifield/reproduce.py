@@ -12,7 +12,7 @@ import numpy as np
 
 from iclr26_core.report import Claim, Results
 
-from .runs import ARMS, build_data, run_seed
+from .runs import ARMS, build_data, run_job
 
 
 def _plain(cfg) -> dict:
@@ -21,21 +21,33 @@ def _plain(cfg) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
-def _run_all(c: dict, ctx) -> list[dict[str, Any]]:
+def _run_all(c: dict, ctx) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The seeds' trainings and (``bench``) the peers, as jobs over ``workers`` processes."""
+    from .peers import installed
+
     seeds = [int(c["seed"]) + s for s in range(int(c["seeds"]))]
     jobs = [
         {"seed": s, "data_seed": int(c["seed"]), "cfg": c, "position": i, "example": i == 0}
         for i, s in enumerate(seeds)
     ]
+    have = installed() if c.get("bench", True) else []
+    if have:
+        jobs.append({"kind": "peers", "seed": seeds[0], "data_seed": int(c["seed"]), "cfg": c})
     workers = min(int(c.get("workers", 1)), len(jobs))
-    ctx.log(f"training {len(ARMS)} arms x {len(seeds)} seeds ({', '.join(ARMS)}) in {workers} process(es)")
+    ctx.log(
+        f"training {len(ARMS)} arms x {len(seeds)} seeds ({', '.join(ARMS)})"
+        + (f" and the peers ({', '.join(have)})" if have else "")
+        + f" in {workers} process(es)"
+    )
     if workers <= 1:
-        return [run_seed(j) for j in jobs]
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+        out = [run_job(j) for j in jobs]
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        return list(pool.map(run_seed, jobs))
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+            out = list(pool.map(run_job, jobs))
+    return out[: len(seeds)], (out[len(seeds)]["peers"] if have else {})
 
 
 def _bootstrap_se(x: np.ndarray, n_boot: int, seed: int) -> float:
@@ -156,7 +168,7 @@ def run(cfg, ctx) -> Results:
     torch.set_num_threads(1)
     c = _plain(cfg)
     c["progress"] = True
-    runs = _run_all(c, ctx)
+    runs, peer_runs = _run_all(c, ctx)
     _sd, st = build_data(c["data"], int(c["seed"]))
     mods = st.modalities
     claims, m = claims_from(runs, mods, c)
@@ -178,6 +190,9 @@ def run(cfg, ctx) -> Results:
     m["raw"] = [
         {arm: {k: v for k, v in r["arms"][arm].items() if k != "example"} for arm in ARMS} for r in runs
     ]
+    m["peers"] = peer_summary(peer_runs, m, mods)
+    for pm, d in m["peers"].items():
+        ctx.log(f"peer {pm} (no verdict): " + ", ".join(f"{k}={v:.3f}" for k, v in d.items()))
     ref = m["reference_h0"]
     ctx.log(
         "reference (no verdict), z-RMSE at h=0 per modality: "
@@ -192,12 +207,29 @@ def run(cfg, ctx) -> Results:
         noise_figure(ctx.run_dir / "noise.png", m, c["eval"]["sigmas"]),
         subsets_figure(ctx.run_dir / "subsets.png", m),
     ]
-    ctx.peers_missing([p for p in ("perceiver-pytorch", "neuraloperator", "pykrige") if not _has(p)])
+    from .peers import PEERS, installed
+
+    ctx.peers_missing([p for p in PEERS if p not in installed()])
     return Results(claims=claims, metrics=m, figures=figs)
 
 
-def _has(dist: str) -> bool:
-    from importlib.util import find_spec
-
-    mod = {"perceiver-pytorch": "perceiver_pytorch", "neuraloperator": "neuralop", "pykrige": "pykrige"}[dist]
-    return find_spec(mod) is not None
+def peer_summary(peer_runs: dict, m: dict, mods: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """z-RMSE rows of the peers beside OmniField's (ICMR-flex, mean over seeds) on the same queries."""
+    rm = lambda x: float(np.sqrt(np.mean(x)))  # noqa: E731
+    P = m["per_seed"]
+    out: dict[str, dict[str, float]] = {}
+    for name, r in peer_runs.items():
+        x = np.array(r["mse"])
+        if name == "pykrige":  # [n, M] at h = 0
+            out[name] = {f"{mm}_h0": rm(x[:, i]) for i, mm in enumerate(mods)}
+        elif name == "neuraloperator":  # [n, M, H], all inputs
+            out[name] = {"all": rm(x), **{f"{mm}_h0": rm(x[:, i, 0]) for i, mm in enumerate(mods)}}
+            out[name]["omnifield_all"] = float(np.mean([p["rmse"]["icmr_flex"] for p in P]))
+        else:  # perceiver-pytorch: [n, H] of T from T alone
+            out[name] = {
+                f"{mods[0]}_from_{mods[0]}": rm(x),
+                f"omnifield_{mods[0]}_from_{mods[0]}": float(np.mean([p["rmse_T_inputT"] for p in P])),
+                f"omnifield_{mods[0]}_from_all": float(np.mean([p["rmse_T_inputall"] for p in P])),
+            }
+        out[name]["seconds"] = float(r["seconds"])
+    return out

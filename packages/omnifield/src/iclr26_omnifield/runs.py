@@ -33,8 +33,9 @@ def build_data(d: dict, seed: int):
     from .experiment import make_sensor_data
 
     hz = tuple(int(h) for h in d["horizons"])
-    tr = synthetic_fields(int(d["n_train"]), int(d["grid"]), hz, seed=seed)
-    te = synthetic_fields(int(d["n_test"]), int(d["grid"]), hz, seed=seed + 10_000)
+    shape = {"k_low": int(d.get("k_low", 4)), "n_high": int(d.get("n_high", 3))}
+    tr = synthetic_fields(int(d["n_train"]), int(d["grid"]), hz, seed=seed, **shape)
+    te = synthetic_fields(int(d["n_test"]), int(d["grid"]), hz, seed=seed + 10_000, **shape)
     sd = make_sensor_data(tr, float(d["fraction"]), float(d["obs_noise"]), seed)
     st = make_sensor_data(te, float(d["fraction"]), float(d["obs_noise"]), seed + 1, stats=(sd.mean, sd.std))
     return sd, st
@@ -111,3 +112,32 @@ def run_seed(job: dict[str, Any]) -> dict[str, Any]:
                 r["ms_per_batch"] = (time.perf_counter() - t2) / 3 * 1000
             res["arms"][arm] = r
     return res
+
+
+def run_peers(job: dict[str, Any]) -> dict[str, Any]:
+    """The installed peers (`peers.py`) on the test sensors and grid of ``job["data_seed"]``; per-sample MSEs."""
+    import torch
+
+    from iclr26_core.runtime import quiet
+
+    from . import peers
+
+    torch.set_num_threads(1)
+    cfg, seed = job["cfg"], int(job["seed"])
+    out: dict[str, Any] = {"peers": {}}
+    with quiet():
+        sd, st = build_data(cfg["data"], int(job["data_seed"]))
+        have = peers.installed()
+        for name, fn in (
+            ("pykrige", lambda: peers.kriging_mse(st)),
+            ("neuraloperator", lambda: peers.fno_mse(sd, st, cfg["train"], seed)),
+            ("perceiver-pytorch", lambda: peers.perceiver_mse(sd, st, cfg["model"], cfg["train"], seed)),
+        ):
+            if name in have:
+                t0 = time.perf_counter()
+                out["peers"][name] = {"mse": fn().tolist(), "seconds": time.perf_counter() - t0}
+    return out
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    return run_peers(job) if job.get("kind") == "peers" else run_seed(job)
