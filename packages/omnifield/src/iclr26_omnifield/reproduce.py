@@ -191,6 +191,9 @@ def run(cfg, ctx) -> Results:
         {arm: {k: v for k, v in r["arms"][arm].items() if k != "example"} for arm in ARMS} for r in runs
     ]
     m["peers"] = peer_summary(peer_runs, m, mods)
+    m["peer_errors"] = {k: r["error"] for k, r in peer_runs.items() if "error" in r}
+    for pm, err in m["peer_errors"].items():
+        ctx.log(f"peer {pm} failed: {err}")
     for pm, d in m["peers"].items():
         ctx.log(f"peer {pm} (no verdict): " + ", ".join(f"{k}={v:.3f}" for k, v in d.items()))
     ref = m["reference_h0"]
@@ -219,6 +222,9 @@ def peer_summary(peer_runs: dict, m: dict, mods: tuple[str, ...]) -> dict[str, d
     P = m["per_seed"]
     out: dict[str, dict[str, float]] = {}
     for name, r in peer_runs.items():
+        if "error" in r:
+            out[name] = {"failed": float("nan")}
+            continue
         x = np.array(r["mse"])
         if name == "pykrige":  # [n, M] at h = 0
             out[name] = {f"{mm}_h0": rm(x[:, i]) for i, mm in enumerate(mods)}

@@ -135,7 +135,10 @@ def run_peers(job: dict[str, Any]) -> dict[str, Any]:
         ):
             if name in have:
                 t0 = time.perf_counter()
-                out["peers"][name] = {"mse": fn().tolist(), "seconds": time.perf_counter() - t0}
+                try:
+                    out["peers"][name] = {"mse": fn().tolist(), "seconds": time.perf_counter() - t0}
+                except Exception as e:  # a peer's failure is reported in the run, it does not end it
+                    out["peers"][name] = {"error": f"{type(e).__name__}: {e}"}
     return out
 
 
