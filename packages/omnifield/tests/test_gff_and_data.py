@@ -78,3 +78,17 @@ def test_synthetic_fields_structure():
     # (the grid does not contain x - v, so compare the spatial mean and variance, which advection preserves)
     np.testing.assert_allclose(S[:, 1].var(axis=(1, 2)), S[:, 0].var(axis=(1, 2)), rtol=0.1)
     assert np.array_equal(synthetic_fields(3, grid=16, seed=0).fields, d.fields)
+
+
+@pytest.mark.parametrize(("k_low", "n_high"), [(4, 3), (2, 0)])
+def test_synthetic_field_spectrum(k_low, n_high):
+    """The shared latent's energy lies on the configured wave numbers (numpy FFT, an independent computation)."""
+    d = synthetic_fields(2, grid=32, horizons=(0,), seed=1, k_low=k_low, n_high=n_high)
+    power = np.abs(np.fft.fft2(d.truth[:, 0])) ** 2  # [n, g, g]
+    k = np.fft.fftfreq(32, 1 / 32).astype(int)
+    kinf = np.maximum(np.abs(k)[:, None], np.abs(k)[None, :])
+    total = power.sum(axis=(1, 2))
+    low = power[:, (kinf >= 1) & (kinf <= k_low)].sum(1)
+    high = power[:, (kinf >= 6) & (kinf <= 10)].sum(1)
+    np.testing.assert_allclose(low + high, total, rtol=1e-9)  # nothing at k = 0, 5 or above 10
+    assert (high > 0).all() if n_high else (high < 1e-9 * total).all()
