@@ -26,8 +26,11 @@ def _run_all(c: dict, ctx) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from .peers import installed
 
     seeds = [int(c["seed"]) + s for s in range(int(c["seeds"]))]
+    # one job per (seed, arm), the three-stage arms first, so that ``workers`` processes stay evenly loaded
+    order = sorted(ARMS, key=lambda a: ARMS[a][0] != "icmr")
     jobs = [
-        {"seed": s, "data_seed": int(c["seed"]), "cfg": c, "position": i, "example": i == 0}
+        {"seed": s, "data_seed": int(c["seed"]), "cfg": c, "arms": [a], "example": i == 0, "position": None}
+        for a in order
         for i, s in enumerate(seeds)
     ]
     have = installed() if c.get("bench", True) else []
@@ -47,7 +50,11 @@ def _run_all(c: dict, ctx) -> tuple[list[dict[str, Any]], dict[str, Any]]:
 
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
             out = list(pool.map(run_job, jobs))
-    return out[: len(seeds)], (out[len(seeds)]["peers"] if have else {})
+    runs = {s: {"seed": s, "arms": {}} for s in seeds}
+    for r in out:
+        if "arms" in r:
+            runs[r["seed"]]["arms"].update(r["arms"])
+    return [runs[s] for s in seeds], (out[-1]["peers"] if have else {})
 
 
 def _bootstrap_se(x: np.ndarray, n_boot: int, seed: int) -> float:

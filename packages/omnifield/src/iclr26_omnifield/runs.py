@@ -42,23 +42,24 @@ def build_data(d: dict, seed: int):
 
 
 def run_seed(job: dict[str, Any]) -> dict[str, Any]:
-    """Train and evaluate the four arms for ``job["seed"]``; returns plain numbers and lists."""
+    """Train and evaluate the arms ``job["arms"]`` (default all four) for ``job["seed"]``; plain numbers and lists."""
     import torch
 
     from iclr26_core.runtime import quiet
 
-    from .experiment import evaluate, sensor_sets, train_field
-    from .model import OmniField
-
     torch.set_num_threads(1)
     seed, cfg = int(job["seed"]), job["cfg"]
-    with quiet():
+    with quiet():  # transformers' imports log through torch (torchao enums): folded here, in the worker too
+        from .experiment import evaluate, sensor_sets, train_field
+        from .model import OmniField
+
         sd, st = build_data(cfg["data"], int(job["data_seed"]))
         mods = sd.modalities
         noise = dict(cfg["data"]["noise"])
         sigmas = [float(s) for s in cfg["eval"]["sigmas"]]
         res: dict[str, Any] = {"seed": seed, "arms": {}}
-        for _a, (arm, (fusion, subset, gff)) in enumerate(ARMS.items()):
+        for arm in job.get("arms", list(ARMS)):
+            fusion, subset, gff = ARMS[arm]
             torch.manual_seed(seed)
             model = OmniField(model_config(cfg["model"], fusion, gff))
             t0 = time.perf_counter()
