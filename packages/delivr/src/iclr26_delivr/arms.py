@@ -1,7 +1,7 @@
 """Extra arms of `reproduce`: variants trained beside the headline (the paper's recipe), never replacing it.
 
 ``arms`` in the config maps a name to overrides of ``train.*``, ``loss.*`` and ``model.*`` plus ``pair`` (also
-train the variant's ablation twin, for a C3/C4-style paired comparison). Every seed trains every arm from the
+train the variant's ablation twin, for a C3/C4-style paired comparison); ``arms.<name>=null`` switches one off. Every seed trains every arm from the
 same initial weights and batches as the headline. The rows below the claims table are computed here; they are
 not claims (they do not count in "n/5 claims hold").
 """
@@ -24,7 +24,9 @@ def arm_configs(cfg) -> dict[str, tuple[Any, bool]]:
     """name -> (the composed config with the arm's overrides merged in, pair); a bad key is one clear line."""
     out = {}
     for name, node in (cfg.get("arms") or {}).items():
-        over = OmegaConf.to_container(node, resolve=True) if node is not None else {}
+        if node is None:  # arms.<name>=null switches an arm off
+            continue
+        over = OmegaConf.to_container(node, resolve=True)
         pair = bool(over.pop("pair", False))
         bad = sorted(set(over) - set(SECTIONS))
         if bad:

@@ -207,7 +207,9 @@ def _extra_arms(cfg, ctx, per_seed: list[dict], rainy_psnr: float) -> dict[str, 
     """Summaries of the extra arms (and of the headline, for comparison); writes ``arms.md`` and logs it."""
     from iclr26_core.fs import atomic_write_text
 
-    specs = OmegaConf.to_container(cfg.get("arms") or {}, resolve=True)
+    specs = {
+        k: v for k, v in OmegaConf.to_container(cfg.get("arms") or {}, resolve=True).items() if v is not None
+    }
     if not specs:
         return {}
     rows = {
