@@ -79,8 +79,8 @@ def table(rows: dict[str, dict[str, Any]], headline: dict[str, Any]) -> str:
     lines = [
         "Extra arms (beside the headline; not claims):",
         "",
-        "| arm | overrides | gain dB per seed | C5 ρ per seed (mean) | θ_t − θ_c range | |∂L/∂θ| image / reg "
-        "| attn |γ| | ΔPSNR full − ablation, 95% t | flicker reduction, 95% t |",
+        "| arm | overrides | gain dB per seed | C5 ρ per seed (mean) | θ_t − θ_c range | \\|∂L/∂θ\\| image / reg "
+        "| attn \\|γ\\| | ΔPSNR full − ablation, 95% t | flicker reduction, 95% t |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, r in {"headline": headline, **rows}.items():
