@@ -43,6 +43,12 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
         full[0]["psnr"]
     )
     assert 0.0 <= full[0]["official_mask_leak"]["mean"] <= full[0]["official_mask_leak"]["max"] <= 1.0 + 1e-5
+    # the extra arms (beside the headline, not claims): recomputed from their per-seed numbers
+    for name, row in m["arms"].items():
+        arm = [s["arms"][name]["delivr"] for s in m["seeds"]]
+        assert row["mean_spearman"] == pytest.approx(mean(a["spearman"] for a in arm))
+        assert row["gain_db_per_seed"] == pytest.approx([a["psnr"] - rainy for a in arm])
+    assert "head" in m["arms"] and (smoke_run[0] / "arms.md").exists()
     report = (smoke_run[0] / "report.md").read_text()
     assert "| C1 |" in report and "psnr_curves" in report
 
@@ -276,3 +282,45 @@ def test_convert_official_weights_then_derain(tmp_path):
     res = run_cli(main, ["convert", "--official", str(tmp_path / "junk.pth"), "--out", str(tmp_path / "c2")])
     assert_one_line_error(res, "cannot read")
     assert not (tmp_path / "c2").exists()
+
+
+def test_extra_arm_configs_merge_and_refuse_bad_keys():
+    from omegaconf import OmegaConf
+
+    from iclr26_core.errors import UserError
+    from iclr26_delivr.arms import arm_configs, summarise
+
+    cfg = OmegaConf.create(
+        {
+            "steps": 7,
+            "train": {"lr": 1e-3, "reg_warmup": 0},
+            "loss": {"angle": 1e-3},
+            "model": {"depth": 2},
+            "arms": {"a": {"train": {"reg_warmup": "${steps}"}, "pair": True}, "b": {"model": {"depth": 3}}},
+        }
+    )
+    arms = arm_configs(cfg)
+    assert arms["a"][0].train.reg_warmup == 7 and arms["a"][1] is True and arms["a"][0].train.lr == 1e-3
+    assert arms["b"][0].model.depth == 3 and arms["b"][1] is False and cfg.model.depth == 2
+    with pytest.raises(UserError, match="only train, loss, model"):
+        arm_configs(OmegaConf.create({"arms": {"c": {"seeds": 4}}}))
+    # the paired interval against scipy's own t-interval
+    from scipy import stats
+
+    def meas(psnr, flicker):
+        return {
+            "psnr": psnr,
+            "flicker": flicker,
+            "spearman": 0.1,
+            "relative_pred_range_deg": [-1, 1],
+            "angle_grad": {"image": 1.0, "regularisers": 2.0},
+            "layerscale_attention": [0.1, 0.2],
+        }
+
+    full = [meas(p, 0.05) for p in (25.0, 25.4, 24.9)]
+    abl = [meas(p, 0.06) for p in (24.8, 25.0, 25.0)]
+    row = summarise(full, abl, 22.0, {})
+    d = [0.2, 0.4, -0.1]
+    lo, hi = stats.t.interval(0.95, 2, loc=np.mean(d), scale=stats.sem(d))
+    assert row["delta_db_ci95"] == pytest.approx([lo, hi]) and row["delta_db_per_seed"] == pytest.approx(d)
+    assert row["gain_db_per_seed"] == pytest.approx([3.0, 3.4, 2.9])

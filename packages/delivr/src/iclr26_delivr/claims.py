@@ -32,6 +32,22 @@ def _fmt(values: list[float], spec: str) -> str:
     return "[" + ", ".join(format(v, spec) for v in values) + "]"
 
 
+def delta_trend(full: list[dict], abl: list[dict]) -> str:
+    """The paired validation-PSNR difference full − ablation at every evaluated step, mean over seeds (the trend
+    of C3 with training length): "step: Δ dB, ..."; "—" when no curve was recorded."""
+    steps = sorted({s for f in full for s, _ in f["curve"]})
+    parts = []
+    for step in steps:
+        d = [
+            dict(f["curve"])[step] - dict(a["curve"])[step]
+            for f, a in zip(full, abl, strict=True)
+            if step in dict(f["curve"]) and step in dict(a["curve"])
+        ]
+        if d:
+            parts.append(f"{step}: {mean(d):+.3f}")
+    return "{" + ", ".join(parts) + "}" if parts else "—"
+
+
 def claims(per_seed: list[dict], baselines: dict) -> list[Claim]:
     """Claims C2–C5 from ``per_seed`` (each {"seed", "delivr": {...}, "ablation": {...}}) and the baselines."""
     full = [s["delivr"] for s in per_seed]
@@ -58,6 +74,7 @@ def claims(per_seed: list[dict], baselines: dict) -> list[Claim]:
     true_hi = max(f["relative_true_range_deg"][1] for f in full)
     g_img = mean(f["angle_grad"]["image"] for f in full)
     g_reg = mean(f["angle_grad"]["regularisers"] for f in full)
+    trend = delta_trend(full, abl)
     gammas = [g for f in full for g in f["layerscale_attention"]]
     gammas_abl = [g for a in abl for g in a["layerscale_attention"]]
     return [
@@ -81,7 +98,8 @@ def claims(per_seed: list[dict], baselines: dict) -> list[Claim]:
             f"95% t-interval over the {n} seeds of paired ΔPSNR = full − ablation lies above 0 dB",
             f"95% t-interval [{d_lo:.3f}, {d_hi:.3f}] dB; spec rule mean Δ > 0: {'yes' if d_mean > 0 else 'no'}; "
             f"clip bootstrap over {len(paired)} paired clips [{b_lo:.3f}, {b_hi:.3f}] dB (ignores seed noise); "
-            f"ablation PSNR {mean(a['psnr'] for a in abl):.2f} dB; attention LayerScale |γ| full "
+            f"ablation PSNR {mean(a['psnr'] for a in abl):.2f} dB; Δ on the validation clips by step (mean over "
+            f"seeds) {trend}; attention LayerScale |γ| full "
             f"{min(gammas):.2g}–{max(gammas):.2g}, ablation {min(gammas_abl):.2g}–{max(gammas_abl):.2g}",
         ),
         Claim(

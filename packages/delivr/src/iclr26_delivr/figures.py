@@ -29,12 +29,23 @@ def psnr_curves(path: Path, per_seed: list[dict[str, Any]], rainy_psnr: float) -
 
 
 def angles(path: Path, per_seed: list[dict[str, Any]]) -> str:
-    """Scatter of the oracle relative rotation φ_t − φ_c against the predicted θ_t − θ_c (degrees)."""
+    """Scatter of the oracle relative rotation φ_t − φ_c against the predicted θ_t − θ_c (degrees): the headline
+    (dots) and any extra arms (crosses)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(4, 4))
     for s in per_seed:
         f = s["delivr"]
         ax.scatter(f["angle_true_deg"], f["angle_pred_deg"], s=6, alpha=0.5, label=f"seed {s['seed']}")
+        for name, arm in s.get("arms", {}).items():  # extra arms (reproduce `arms`), crosses
+            a = arm["delivr"]
+            ax.scatter(
+                a["angle_true_deg"],
+                a["angle_pred_deg"],
+                s=8,
+                marker="x",
+                alpha=0.5,
+                label=f"{name} seed {s['seed']}",
+            )
     lim = max(1.0, *(abs(v) for s in per_seed for v in s["delivr"]["angle_true_deg"]))
     ax.plot([-lim, lim], [-lim, lim], color="grey", lw=1)
     ax.set_xlabel("oracle φ_t − φ_c (deg, CCW as displayed)")

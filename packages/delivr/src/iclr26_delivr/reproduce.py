@@ -19,6 +19,8 @@ from iclr26_core.report import Claim, Results
 
 from . import figures
 from .analysis import angle_gradients, masked_attention_mass
+from .arms import arm_configs, summarise
+from .arms import table as arms_table
 from .bias import lie_bias
 from .claims import claims as claims_c2_c5
 from .data import Motion, rainy_clips, rainy_sequences
@@ -106,13 +108,13 @@ def _heldout(cfg, base_seed: int):
     return held, seqs
 
 
-def _arm(cfg, device: str, seed: int, ablation: bool, train, held, seqs, position):
+def _arm(cfg, device: str, seed: int, ablation: bool, train, held, seqs, position, label: str = ""):
     """Train one arm (the full model or the ablation) and measure it: (numbers, one restored example frame)."""
     c = (int(cfg.model.frames) - 1) // 2
     k = int(cfg.data.curve_clips)
     weights = loss_weights(cfg.get("loss"))
     model = make_model(OmegaConf.to_container(cfg.model), ablation=ablation, seed=seed).to(device)
-    name = "ablation" if ablation else "delivr"
+    name = ("ablation" if ablation else "delivr") + (f" [{label}]" if label else "")
     settings = train_settings(cfg, seed, f"seed {seed} {name}", device, position)
     model, log = fit(
         model,
@@ -170,10 +172,16 @@ def seed_job(
     )
     full, full_example = _arm(cfg, device, seed, False, train, held, seqs, position)
     abl, abl_example = _arm(cfg, device, seed, True, train, held, seqs, position)
+    extra = {}
+    for name, (arm_cfg, pair) in arm_configs(cfg).items():  # extra arms: same weights, batches, clips
+        extra[name] = {"delivr": _arm(arm_cfg, device, seed, False, train, held, seqs, position, name)[0]}
+        if pair:
+            extra[name]["ablation"] = _arm(arm_cfg, device, seed, True, train, held, seqs, position, name)[0]
     return {
         "seed": seed,
         "delivr": full,
         "ablation": abl,
+        "arms": extra,
         "examples": {"delivr": full_example, "ablation": abl_example},
     }
 
@@ -193,6 +201,31 @@ def _run_seeds(cfg, ctx, seeds: list[int]) -> list[dict[str, Any]]:
             pool.submit(seed_job, cfg_dict, s, ctx.seed, ctx.device, i % workers) for i, s in enumerate(seeds)
         ]
         return [f.result() for f in futures]
+
+
+def _extra_arms(cfg, ctx, per_seed: list[dict], rainy_psnr: float) -> dict[str, Any]:
+    """Summaries of the extra arms (and of the headline, for comparison); writes ``arms.md`` and logs it."""
+    from iclr26_core.fs import atomic_write_text
+
+    specs = {
+        k: v for k, v in OmegaConf.to_container(cfg.get("arms") or {}, resolve=True).items() if v is not None
+    }
+    if not specs:
+        return {}
+    rows = {
+        name: summarise(
+            [s["arms"][name]["delivr"] for s in per_seed],
+            [s["arms"][name]["ablation"] for s in per_seed] if spec.get("pair") else None,
+            rainy_psnr,
+            {k: v for k, v in spec.items() if k != "pair"},
+        )
+        for name, spec in specs.items()
+    }
+    head = summarise([s["delivr"] for s in per_seed], [s["ablation"] for s in per_seed], rainy_psnr, {})
+    text = arms_table(rows, head)
+    atomic_write_text(ctx.run_dir / "arms.md", text)
+    ctx.log(text)
+    return rows
 
 
 def run(cfg, ctx) -> Results:
@@ -225,12 +258,14 @@ def run(cfg, ctx) -> Results:
         figures.examples(ctx.run_dir / "examples.png", held, examples[0], c),
     ]
     claims = claims_c2_c5(per_seed, baselines)
+    arms = _extra_arms(cfg, ctx, per_seed, baselines["rainy"]["psnr"])
     metrics = {
         "c1": c1_raw,
         "baselines": baselines,
         "seeds": per_seed,
         "model": OmegaConf.to_container(cfg.model),
         "parameters": sum(p.numel() for p in make_model(OmegaConf.to_container(cfg.model)).parameters()),
+        "arms": arms,
     }
     if bool(cfg.bench):
         from .peers import bench
