@@ -36,7 +36,10 @@ def _explain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="new (or empty) folder for overlays and contributions.json")
     p.add_argument("--top", type=int, default=3, help="concepts shown per image (default 3)")
     p.add_argument(
-        "--method", choices=["feature", "lrp"], default="feature", help="concept maps (default feature)"
+        "--method",
+        choices=["feature"],
+        default="feature",
+        help="feature-level concept maps (LRP: not in 0.1)",
     )
 
 

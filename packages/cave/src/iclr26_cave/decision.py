@@ -61,13 +61,12 @@ def concept_maps(
     images: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A [B,T,H,W]: feature-level maps A_t(u) = s_u·[t*_u = t] upsampled (nearest) to ``image_size``;
-    ``method="lrp"``: pixel-level LRP through Φ (needs zennit, ``model`` and ``images``; see `lrp`)."""
+    ``method="lrp"`` (the paper's pixel-level maps) is not implemented in this version: a clear error.
+    ``model`` and ``images`` are the inputs it will take."""
     if method == "lrp":
-        from .lrp import lrp_concept_maps
-
-        if model is None or images is None:
-            raise UserError("concept_maps(method='lrp') needs model= and images=")
-        return lrp_concept_maps(model, images, output)
+        raise UserError(
+            "method='lrp' (pixel-level LRP through Φ with zennit) is not in iclr26-cave 0.1; use method='feature'"
+        )
     if method != "feature":
         raise UserError(f"method must be 'feature' or 'lrp', got {method!r}")
     t_tot = output.contributions.shape[1]

@@ -18,8 +18,10 @@ from .render import meshes, render_arrays
 from .training import predict, train_ce, train_novum
 
 
-def load_split(n: int, split: str, seed: int, size: int, occlusion: float = 0.0) -> dict[str, torch.Tensor]:
-    arr = render_arrays(n, split, occlusion=occlusion, size=size, seed=seed)
+def load_split(
+    n: int, split: str, seed: int, size: int, occlusion: float = 0.0, occluder: str = "pool"
+) -> dict[str, torch.Tensor]:
+    arr = render_arrays(n, split, occlusion=occlusion, size=size, seed=seed, occluder=occluder)
     return {k: torch.from_numpy(np.asarray(v)) for k, v in arr.items()}
 
 
@@ -71,6 +73,8 @@ def run_seed(cfg, seed: int, ctx) -> dict[str, Any]:
     train = load_split(d.n_train, "train", seed, size)
     clean = load_split(d.n_test, "test", seed, size)
     occl = load_split(d.n_test, "test", seed, size, occlusion=d.occlusion)
+    # diagnostic arm: occluder boxes of the same sizes filled with background noise instead of part textures
+    plain = load_split(d.n_test, "test", seed, size, occlusion=d.occlusion, occluder="background")
     # --- CAVE: NOVUM training of Φ and the volumes, then concepts
     vertices = {y: torch.as_tensor(v, dtype=torch.float32) for y, v in meshes().items()}
     model = CaveModel.create(
@@ -91,9 +95,10 @@ def run_seed(cfg, seed: int, ctx) -> dict[str, Any]:
         model, cfg.concepts.n_concepts, cfg.concepts.method, cfg.concepts.min_visibility, seed=seed
     )
     res: dict[str, Any] = {"seed": seed, "novum_loss": [novum_losses[0], novum_losses[-1]]}
+    ctx.log(f"seed {seed}: NOVUM loss {novum_losses[0]:.3f} -> {novum_losses[-1]:.3f}, {len(bank)} concepts")
     res["prototypes_cave"], res["prototypes_volume"] = len(bank), len(model.volume)
     with torch.no_grad():
-        for name, data in (("clean", clean), ("occluded", occl)):
+        for name, data in (("clean", clean), ("occluded", occl), ("occluded_plain", plain)):
             out, _ = cave_maps(model, data["image"])
             res[f"acc_cave_{name}"] = float((out.logits.argmax(1) == data["label"]).float().mean())
             vm = predict(lambda x: model.classify(x, volume_matching=True).logits, data["image"])
@@ -115,7 +120,8 @@ def run_seed(cfg, seed: int, ctx) -> dict[str, Any]:
         progress=ctx.progress,
     )
     res["ce_loss"] = [ce_losses[0], ce_losses[-1]]
-    for name, data in (("clean", clean), ("occluded", occl)):
+    ctx.log(f"seed {seed}: 2D CE loss {ce_losses[0]:.3f} -> {ce_losses[-1]:.3f}")
+    for name, data in (("clean", clean), ("occluded", occl), ("occluded_plain", plain)):
         res[f"acc_2d_{name}"] = float((predict(clf, data["image"]).argmax(1) == data["label"]).float().mean())
     nmf = NMFConcepts(cfg.concepts.n_concepts, seed=seed).fit(
         predict(clf.feature_map, train["image"]), train["label"]

@@ -98,7 +98,8 @@ class CaveModel(PreTrainedModel):
         counts = torch.tensor(config.vertex_counts)
         self.register_buffer("vertices", torch.zeros(v_tot, 3))
         self.register_buffer(
-            "vertex_class", torch.repeat_interleave(torch.arange(config.num_classes), counts)
+            "vertex_class",
+            torch.repeat_interleave(torch.arange(config.num_classes), counts, output_size=v_tot),
         )
         self.register_buffer("offsets", torch.cumsum(counts, 0) - counts)
         self.register_buffer("volume", F.normalize(torch.randn(v_tot, d), dim=1))

@@ -162,10 +162,11 @@ def _fill_holes(winner: np.ndarray, depth: np.ndarray) -> np.ndarray:
 
 
 def occlude(
-    sample: dict[str, np.ndarray], fraction: float, rng: np.random.Generator
+    sample: dict[str, np.ndarray], fraction: float, rng: np.random.Generator, occluder: str = "pool"
 ) -> dict[str, np.ndarray]:
-    """Cover ``fraction`` of the object's bounding box with pool-textured distractor rectangles (1–2 of them);
-    the covered pixels become −1 in ``pix_to_vertex`` and ``part_mask``."""
+    """Cover ``fraction`` of the object's bounding box with distractor rectangles textured from the part pool
+    (``occluder="pool"``, the spec's) or with a background noise texture (``"background"``, a diagnostic); the
+    covered pixels become −1 in ``pix_to_vertex`` and ``part_mask``."""
     if fraction <= 0:
         return sample
     ys, xs = np.nonzero(sample["pix_to_vertex"] >= 0)
@@ -187,7 +188,12 @@ def occlude(
     tex = np.full(len(yy), rng.integers(10))
     coords = np.stack([xx / 8.0, yy / 8.0, np.zeros(len(yy))], -1)
     out = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in sample.items()}
-    out["image"][:, yy, xx] = texture_colour(tex, coords).T.astype(np.float32)
+    if occluder == "pool":
+        out["image"][:, yy, xx] = texture_colour(tex, coords).T.astype(np.float32)
+    elif occluder == "background":
+        out["image"][:, yy, xx] = _background(rng, size)[:, yy, xx].astype(np.float32)
+    else:
+        raise ValueError(f"occluder must be 'pool' or 'background', got {occluder!r}")
     out["pix_to_vertex"][mask] = -1
     out["part_mask"][mask] = -1
     return out
@@ -211,6 +217,7 @@ def render_arrays(
     size: int = 32,
     seed: int = 0,
     num_classes: int = 4,
+    occluder: str = "pool",
 ) -> dict[str, np.ndarray]:
     """``n`` renders (classes balanced, in turn) as stacked numpy arrays. ``split`` changes the random stream, so
     train and test renders of one seed differ; the occluders of a test set are drawn after the clean renders, so
@@ -222,7 +229,7 @@ def render_arrays(
     rows = []
     for i in range(n):
         s = render(i % num_classes, rng, size)
-        s = occlude(s, occlusion, occ_rng)
+        s = occlude(s, occlusion, occ_rng, occluder)
         if shift:
             s["image"] = colour_shift(s["image"], occ_rng)
         rows.append(s)

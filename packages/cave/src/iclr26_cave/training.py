@@ -45,7 +45,7 @@ def train_novum(
         opt.step()
         losses.append(loss.item())
         if log is not None:
-            log.append({"step": step, "loss": float(loss)})
+            log.append({"step": step, "loss": losses[-1]})
     model.eval()
     # visibility statistics over the whole training set (for the concept filter), not over the sampled batches
     with torch.no_grad():
