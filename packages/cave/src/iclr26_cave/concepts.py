@@ -94,7 +94,7 @@ def extract_concepts(
         else:
             from sklearn.cluster import HDBSCAN
 
-            labels = torch.as_tensor(HDBSCAN(min_cluster_size=3).fit_predict(x.double().numpy()))
+            labels = torch.as_tensor(HDBSCAN(min_cluster_size=3, copy=True).fit_predict(x.double().numpy()))
         for j in sorted(set(labels.tolist()) - {-1}):
             m = ids[labels == j]
             vectors.append(F.normalize(volumes[m].double().mean(0), dim=0).float())
