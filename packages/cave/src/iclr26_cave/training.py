@@ -46,6 +46,7 @@ def train_novum(
         losses.append(loss.item())
         if log is not None:
             log.append({"step": step, "loss": losses[-1]})
+    recalibrate_batchnorm(model.phi, images)
     model.eval()
     # visibility statistics over the whole training set (for the concept filter), not over the sampled batches
     with torch.no_grad():
@@ -57,6 +58,26 @@ def train_novum(
             seen = torch.unique(pix_to_vertex[i][pix_to_vertex[i] >= 0])
             model.visibility[seen + off[i]] += 1
     return losses
+
+
+@torch.no_grad()
+def recalibrate_batchnorm(module: torch.nn.Module, images: torch.Tensor, batch_size: int = 64) -> None:
+    """Precise BatchNorm: replace the running statistics by their exact average over the training images (train-mode
+    forward passes without gradients). After a few hundred steps the momentum-0.1 running estimates can lag the
+    weights (a 300-step 2D model scored 0.50 training accuracy in eval mode and 0.99 with batch statistics)."""
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    saved = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average
+    module.train()
+    for i in range(0, len(images), batch_size):
+        module(images[i : i + batch_size])
+    for m, mom in zip(norms, saved, strict=True):
+        m.momentum = mom
+    module.eval()
 
 
 def train_ce(
@@ -83,7 +104,7 @@ def train_ce(
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    model.eval()
+    recalibrate_batchnorm(model, images)
     return losses
 
 
