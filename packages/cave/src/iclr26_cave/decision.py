@@ -1,0 +1,75 @@
+"""CAVE's decision rule (spec Method §3) and its concept maps (§4), on plain tensors.
+
+s_u = max_t (⟨h_t, f_u⟩/2 + 1/2), t*_u = argmax_t; logit_y = (1/T_tot)·Σ_{u∈Ω, cls(t*_u)=y} s_u.
+Contribution c_t = (1/T_tot)·Σ_{u∈Ω: t*_u=t} s_u, so logit_y = Σ_{cls(t)=y} c_t exactly.
+Feature-level map A_t(u) = s_u·[t*_u = t] (zero outside Ω), upsampled (nearest) to the image.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from iclr26_core.errors import UserError
+
+
+@dataclass
+class CaveOutput:
+    logits: torch.Tensor  # [B,Y]
+    contributions: torch.Tensor  # [B,T]
+    assignment: torch.Tensor  # [B,h,w] t*_u (−1 outside the region)
+    scores: torch.Tensor  # [B,h,w] s_u (0 outside the region)
+    classes: torch.Tensor | None = None  # [T] cls(t)
+
+
+def cave_logits(
+    features: torch.Tensor, bank, region: torch.Tensor | None = None, num_classes: int | None = None
+):
+    """The exact rule of §3. features [B,D,h,w] (unit pixel features), bank: a `ConceptBank`, region [B,h,w] bool
+    (None: every pixel)."""
+    if features.dim() != 4:
+        raise UserError(f"features must be [B,D,h,w], got shape {tuple(features.shape)}")
+    b, d, h, w = features.shape
+    vectors, classes = bank.vectors.to(features), bank.classes.to(features.device)
+    if vectors.shape[1] != d:
+        raise UserError(f"feature dimension {d} != concept bank dimension {vectors.shape[1]}")
+    if region is not None and region.shape != (b, h, w):
+        raise UserError(f"region has shape {tuple(region.shape)}, expected {(b, h, w)}")
+    n_classes = num_classes or int(classes.max()) + 1
+    t_tot = len(vectors)
+    sim = torch.einsum("td,bdhw->bthw", vectors, features) / 2 + 0.5
+    scores, assign = sim.max(1)
+    if region is not None:
+        scores = scores * region
+        assign = assign.masked_fill(~region, -1)
+    onehot = F.one_hot(assign.clamp_min(0), t_tot).to(scores.dtype)
+    if region is not None:
+        onehot = onehot * region[..., None]
+    contributions = torch.einsum("bhw,bhwt->bt", scores, onehot) / t_tot
+    logits = torch.zeros(b, n_classes, dtype=scores.dtype, device=scores.device)
+    logits.index_add_(1, classes, contributions)
+    return CaveOutput(logits, contributions, assign, scores, classes)
+
+
+def concept_maps(
+    output: CaveOutput,
+    image_size: tuple[int, int],
+    method: str = "feature",
+    model=None,
+    images: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """A [B,T,H,W]: feature-level maps A_t(u) = s_u·[t*_u = t] upsampled (nearest) to ``image_size``;
+    ``method="lrp"`` (the paper's pixel-level maps) is not implemented in this version: a clear error.
+    ``model`` and ``images`` are the inputs it will take."""
+    if method == "lrp":
+        raise UserError(
+            "method='lrp' (pixel-level LRP through Φ with zennit) is not in iclr26-cave 0.1; use method='feature'"
+        )
+    if method != "feature":
+        raise UserError(f"method must be 'feature' or 'lrp', got {method!r}")
+    t_tot = output.contributions.shape[1]
+    onehot = F.one_hot(output.assignment.clamp_min(0), t_tot).permute(0, 3, 1, 2).to(output.scores.dtype)
+    maps = onehot * (output.scores * (output.assignment >= 0))[:, None]
+    return F.interpolate(maps, size=tuple(image_size), mode="nearest")

@@ -1,0 +1,192 @@
+"""The CLI: fast --help, reproduce scale=smoke with computed verdicts, train/explain/consistency on user files saved
+to folders, bad input as one line with nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from iclr26_cave.cli import main
+from iclr26_cave.render import meshes, render_arrays
+from iclr26_core.testing import (
+    assert_one_line_error,
+    assert_refuses_nonempty_out,
+    check_smoke_report,
+    fast_help_test,
+    run_cli,
+    smoke_run_fixture,
+)
+
+test_help_does_not_import_torch = fast_help_test(
+    "iclr26_cave", ["explain", "--help"], mentions=["train", "explain", "consistency"]
+)
+
+smoke_run = smoke_run_fixture(main)
+
+
+def test_reproduce_smoke_writes_computed_report(smoke_run):
+    m, claims = check_smoke_report(
+        smoke_run, "cave", "C1 C2 C3 C4 C5", files=["concepts.png", "mesh_hits.png"]
+    )
+    a = m["mean"]
+    s = m["seeds"][0]
+    assert claims["C1"]["holds"] == (
+        a["acc_cave_clean"] - a["acc_volume_clean"] >= -0.03
+        and s["prototypes_volume"] / s["prototypes_cave"] >= 30
+    )
+    adv = [r["drop_2d"] - r["drop_cave"] for r in m["seeds"]]
+    assert claims["C2"]["holds"] == (a["drop_2d"] - a["drop_cave"] >= 0.03 and min(adv) >= 0.03)
+    assert claims["C3"]["holds"] == (
+        a["c3d_cave"] - a["c3d_nmf"] >= 0.05 and a["c3d_cave"] > a["c3d_floor_cave"] + 0.05
+    )
+    assert claims["C4"]["holds"] == (a["loc_cave"] > a["loc_nmf"])
+    assert claims["C5"]["holds"] and s["decomposition_error"] < 1e-5
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    d = tmp_path_factory.mktemp("user") / "data"
+    d.mkdir()
+    arr = render_arrays(24, "train", seed=3)
+    verts = {f"vertices_{y}": v for y, v in meshes().items()}
+    for i in range(2):  # two shards
+        sl = slice(12 * i, 12 * (i + 1))
+        np.savez(
+            d / f"shard{i}.npz",
+            images=arr["image"][sl],
+            labels=arr["label"][sl],
+            pix_to_vertex=arr["pix_to_vertex"][sl],
+            **verts,
+        )
+    return d
+
+
+@pytest.fixture(scope="module")
+def trained(shards, tmp_path_factory):
+    out = tmp_path_factory.mktemp("model") / "cave"
+    res = run_cli(
+        main,
+        [
+            "train",
+            "--data",
+            str(shards),
+            "--out",
+            str(out),
+            "steps=3",
+            "batch_size=8",
+            "n_concepts=4",
+            "min_visibility=0",
+        ],
+    )
+    assert res.code == 0, res.output
+    return out
+
+
+def test_train_writes_a_loadable_model_and_log(trained):
+    assert {"config.json", "model.safetensors", "train_log.csv"} <= {p.name for p in trained.iterdir()}
+    assert (trained / "train_log.csv").read_text().startswith("step,loss")
+    cfg = json.loads((trained / "config.json").read_text())
+    assert cfg["n_concepts_total"] == 16 and cfg["vertex_counts"] == [290] * 4
+
+
+def test_explain_user_images(trained, tmp_path):
+    from PIL import Image
+
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    arr = render_arrays(2, "test", seed=9)
+    for i in range(2):
+        Image.fromarray((arr["image"][i].transpose(1, 2, 0) * 255).astype(np.uint8)).save(
+            imgs / f"obj{i}.png"
+        )
+    out = tmp_path / "expl"
+    res = run_cli(
+        main, ["explain", "--model", str(trained), "--images", str(imgs), "--out", str(out), "--top", "2"]
+    )
+    assert res.code == 0, res.output
+    rows = json.loads((out / "contributions.json").read_text())
+    assert [r["image"] for r in rows] == ["obj0", "obj1"] and (out / "obj0_concepts.png").is_file()
+    for r in rows:
+        assert np.allclose(r["logits"], r["sum_of_contributions"], atol=1e-6)
+        assert len(r["top_concepts"]) == 2 and r["predicted"] == int(np.argmax(r["logits"]))
+
+
+def test_consistency_verb(tmp_path):
+    arr = render_arrays(8, "test", seed=1)
+    sel = arr["label"] == 0
+    p2v = arr["pix_to_vertex"][sel]
+    att = (p2v >= 0)[:, None].astype(np.float32).repeat(2, 1)
+    np.savez(tmp_path / "a.npz", attributions=att)
+    np.savez(tmp_path / "g.npz", pix_to_vertex=p2v, vertices=meshes()[0])
+    out = tmp_path / "c"
+    res = run_cli(
+        main,
+        [
+            "consistency",
+            "--attributions",
+            str(tmp_path / "a.npz"),
+            "--geometry",
+            str(tmp_path / "g.npz"),
+            "--out",
+            str(out),
+        ],
+    )
+    assert res.code == 0, res.output
+    c = json.loads((out / "consistency.json").read_text())
+    assert 0 <= c["score"] <= 1 and len(c["per_concept"]) == 2
+
+
+def _bad_shards(d, change):
+    arr = render_arrays(8, "train", seed=0)
+    verts = {f"vertices_{y}": v for y, v in meshes().items()}
+    images, labels, p2v = arr["image"], arr["label"], arr["pix_to_vertex"]
+    if change == "shape":
+        p2v = p2v[:, :16, :16]
+    elif change == "vertex":
+        p2v = p2v.copy()
+        p2v[0, 0, 0] = 290
+    elif change == "label":
+        labels = labels.copy()
+        labels[0] = 7
+    elif change == "empty":
+        keep = labels != 2
+        images, labels, p2v = images[keep], labels[keep], p2v[keep]
+    d.mkdir()
+    np.savez(d / "s.npz", images=images, labels=labels, pix_to_vertex=p2v, **verts)
+    return d
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("shape", "pix_to_vertex has shape (8, 16, 16), expected (8, 32, 32)"),
+        ("vertex", "holds vertex id 290 >= V=290 of class 0"),
+        ("label", "labels must lie in 0..3"),
+        ("empty", "class 2 has no training images"),
+    ],
+)
+def test_train_bad_input_one_line_nothing_written(tmp_path, change, message):
+    data = _bad_shards(tmp_path / "data", change)
+    out = tmp_path / "out"
+    assert_one_line_error(
+        run_cli(main, ["train", "--data", str(data), "--out", str(out), "steps=2"]), message
+    )
+    assert not out.exists()
+
+
+def test_explain_bad_input(trained, tmp_path):
+    out = tmp_path / "o"
+    res = run_cli(
+        main, ["explain", "--model", str(tmp_path / "none"), "--images", str(tmp_path), "--out", str(out)]
+    )
+    assert_one_line_error(res, "does not exist")
+    res = run_cli(main, ["explain", "--model", str(trained), "--images", str(tmp_path), "--out", str(out)])
+    assert_one_line_error(res, "no images")
+    assert not out.exists()
+
+
+def test_reproduce_refuses_non_empty_out_and_bad_overrides(tmp_path):
+    assert_one_line_error(run_cli(main, ["reproduce", "scale=tiny"]), "scale")
+    assert_refuses_nonempty_out(main, tmp_path / "full")

@@ -1,0 +1,93 @@
+"""3D Consistency and localisation against hand computations and their stated properties."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from iclr26_cave import consistency_3d, localisation
+from iclr26_cave.consistency import mesh_histograms
+from iclr26_cave.render import class_mesh, render_arrays
+
+
+def geometry(n=24, seed=0):
+    arr = render_arrays(4 * n, "test", seed=seed)
+    sel = arr["label"] == 0
+    return torch.from_numpy(arr["pix_to_vertex"][sel]), torch.as_tensor(class_mesh(0).vertices)
+
+
+def surface_maps(p2v, verts, k=2, seed=0):
+    """Concept k lights up the object pixels whose vertex lies in a fixed surface region (consistent maps)."""
+    g = torch.Generator().manual_seed(seed)
+    centres = verts[torch.randperm(len(verts), generator=g)[:k]]
+    near = torch.cdist(verts, centres) < 0.5  # [V,k]
+    on = near[p2v.clamp_min(0)] & (p2v >= 0)[..., None]  # [N,H,W,k]
+    return on.permute(0, 3, 1, 2).float()
+
+
+def test_identical_attributions_score_one():
+    p2v, verts = geometry()
+    maps = surface_maps(p2v[:1], verts).repeat(6, 1, 1, 1)
+    c = consistency_3d(maps, p2v[:1].repeat(6, 1, 1), verts)
+    assert abs(c.score - 1.0) < 1e-9
+
+
+def test_surface_concepts_beat_permuted_maps_which_sit_at_the_floor():
+    p2v, verts = geometry()
+    maps = surface_maps(p2v, verts)
+    c = consistency_3d(maps, p2v, verts, seed=3)
+    perm = torch.roll(torch.arange(len(p2v)), 5)
+    permuted = consistency_3d(maps[perm], p2v, verts, seed=3)
+    assert c.score > c.floor + 0.1
+    assert abs(permuted.score - c.floor) < 0.05
+
+
+def test_invariant_to_image_order_and_zero_maps_excluded():
+    p2v, verts = geometry()
+    maps = surface_maps(p2v, verts, k=3)
+    maps[:, 2] = 0  # a concept that is never active
+    c = consistency_3d(maps, p2v, verts)
+    order = torch.randperm(len(p2v), generator=torch.Generator().manual_seed(4))
+    c2 = consistency_3d(maps[order], p2v[order], verts)
+    assert abs(c.score - c2.score) < 1e-9
+    assert math.isnan(float(c.per_concept[2])) and int(c.pairs[2]) == 0 and not math.isnan(c.score)
+
+
+def test_histogram_and_js_by_hand():
+    """Two 1×3 images on a 3-vertex mesh, top_fraction 1: histograms by hand; far vertices -> no smoothing mix."""
+    verts = torch.tensor([[0.0, 0, 0], [100.0, 0, 0], [200.0, 0, 0]])
+    p2v = torch.tensor([[[0, 1, 2]], [[0, 1, 2]]])
+    a = torch.tensor([[[[1.0, 1.0, 0.0]]], [[[1.0, 0.0, 0.0]]]])
+    h = mesh_histograms(a, p2v, verts, top_fraction=1.0)
+    assert h[0, 0].tolist() == [1.0, 1.0, 0.0] and h[1, 0].tolist() == [1.0, 0.0, 0.0]
+    # sigma 0.001 × diameter 200 = 0.2: the smoothing is the identity; JS([.5,.5,0],[1,0,0]) by hand, in bits
+    p, q = torch.tensor([0.5, 0.5]), torch.tensor([1.0, 0.0])
+    m = (p + q) / 2
+    js = 0.5 * sum(pi * math.log2(pi / mi) for pi, mi in zip(p, m, strict=True) if pi > 0)
+    js += 0.5 * sum(qi * math.log2(qi / mi) for qi, mi in zip(q, m, strict=True) if qi > 0)
+    c = consistency_3d(a, p2v, verts, top_fraction=1.0, sigma=0.001)
+    assert abs(c.score - (1 - float(js))) < 1e-6
+
+
+def test_iou_option_by_hand():
+    verts = torch.tensor([[0.0, 0, 0], [1.0, 0, 0], [100.0, 0, 0], [200.0, 0, 0]])
+    p2v = torch.tensor([[[0, 2, 3]], [[1, 2, 3]]])
+    a = torch.tensor([[[[1.0, 0.0, 0.0]]], [[[1.0, 0.0, 0.0]]]])
+    # sigma 0.01 × 200 = 2: vertex 0 dilates to {0,1}, vertex 1 to {0,1}: IoU 1
+    assert consistency_3d(a, p2v, verts, top_fraction=1.0, sigma=0.01, measure="iou").score == 1.0
+    # sigma 0.001 × 200 = 0.2: {0} vs {1}: IoU 0
+    assert consistency_3d(a, p2v, verts, top_fraction=1.0, sigma=0.001, measure="iou").score == 0.0
+
+
+def test_localisation_by_hand():
+    """4×4 image, one concept, two parts; A = 2 on (0,0), 1 on (0,1), 0 elsewhere."""
+    a = torch.zeros(1, 1, 4, 4)
+    a[0, 0, 0, 0], a[0, 0, 0, 1] = 2.0, 1.0
+    parts = torch.full((1, 4, 4), -1)
+    parts[0, 0, 0] = 0  # part 0: one pixel; dilated 3×3: (0,0),(0,1),(1,0),(1,1) = 4 pixels
+    parts[0, 3, 3] = 1  # part 1: far away; dilated: 4 pixels
+    # p90 of [2,1,0×14] = 0.5 (linear interpolation between the 14th and 15th sorted values 0 and 1): M = {(0,0),(0,1)}
+    # part 0: |P∩M| = 2, |M| = 2, |P| = 4, w = 3/3 = 1 -> (2 + 2)/(2 + 4) = 2/3; part 1: (0 + 0)/(2 + 4) = 0
+    loc = localisation(a, parts)
+    assert abs(float(loc[0]) - 2 / 3) < 1e-6
