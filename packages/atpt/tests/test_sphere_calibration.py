@@ -46,14 +46,14 @@ def test_ece20_against_naive_and_torchmetrics():
 
 
 def test_ece_over_whole_set_not_per_batch():
+    # per-sample ECE (Bala93/CLIPCalib #2) is |1[correct] - conf| averaged: a different number
     rng = np.random.default_rng(1)
     probs = rng.dirichlet(np.ones(10) * 0.3, size=200)
     labels = rng.integers(0, 10, 200)
     whole = ece20(probs, labels)
-    halves = (ece20(probs[:100], labels[:100]) + ece20(probs[100:], labels[100:])) / 2
     per_sample = np.mean([ece20(probs[i : i + 1], labels[i : i + 1]) for i in range(200)])
     assert whole == pytest.approx(naive_ece(probs, labels))
-    assert abs(whole - per_sample) > 1.0 and whole != pytest.approx(halves, abs=1e-6)
+    assert abs(whole - per_sample) > 1.0
 
 
 def test_fit_temperature_against_grid():
