@@ -25,11 +25,17 @@ test_help_does_not_import_torch = fast_help_test(
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
-    m, claims = check_smoke_report(smoke_run, "atpt", "C1 C2 C3 C4 C5", files=["reliability.png", "sphere.png"])
+    m, claims = check_smoke_report(
+        smoke_run, "atpt", "C1 C2 C3 C4 C5", files=["reliability.png", "sphere.png"]
+    )
     sp = m["sphere"]
-    c1 = all(
-        v["atpt"]["min_angle_deg"] > max(v["ctpt"]["min_angle_deg"], v["otpt"]["min_angle_deg"]) + 1 for v in sp.values()
-    ) and sp["N=10,D=32"]["atpt"]["min_angle_deg"] > 90
+    c1 = (
+        all(
+            v["atpt"]["min_angle_deg"] > max(v["ctpt"]["min_angle_deg"], v["otpt"]["min_angle_deg"]) + 1
+            for v in sp.values()
+        )
+        and sp["N=10,D=32"]["atpt"]["min_angle_deg"] > 90
+    )
     assert claims["C1"]["holds"] == c1
     lr = f"{m['headline']['lr']:g}"
 
@@ -82,7 +88,15 @@ def user_folder(tmp_path_factory):
 
 def test_tune_on_saved_clip(user_folder, tmp_path):
     out = tmp_path / "tuned"
-    args = ["tune", "--model", str(user_folder / "clip"), "--images", str(user_folder / "imgs"), "--views", "8"]
+    args = [
+        "tune",
+        "--model",
+        str(user_folder / "clip"),
+        "--images",
+        str(user_folder / "imgs"),
+        "--views",
+        "8",
+    ]
     res = run_cli(main, [*args, "--out", str(out)])
     assert res.code == 0, res.output
     assert {p.name for p in out.iterdir()} == {"predictions.csv", "metrics.json", "reliability.png"}
@@ -91,15 +105,39 @@ def test_tune_on_saved_clip(user_folder, tmp_path):
     lines = (out / "predictions.csv").read_text().splitlines()
     assert lines[0] == "file,prediction,confidence,ad_deg,label" and len(lines) == 13
     flat = tmp_path / "flat"
-    res = run_cli(main, ["tune", "--model", str(user_folder / "clip"), "--images", str(user_folder / "flat"),
-                         "--classes", str(user_folder / "classes.txt"), "--views", "4", "--out", str(flat)])
+    res = run_cli(
+        main,
+        [
+            "tune",
+            "--model",
+            str(user_folder / "clip"),
+            "--images",
+            str(user_folder / "flat"),
+            "--classes",
+            str(user_folder / "classes.txt"),
+            "--views",
+            "4",
+            "--out",
+            str(flat),
+        ],
+    )
     assert res.code == 0, res.output
     assert {p.name for p in flat.iterdir()} == {"predictions.csv"}
 
 
 def test_dispersion_on_saved_clip(user_folder, tmp_path):
-    res = run_cli(main, ["dispersion", "--model", str(user_folder / "clip"), "--classes",
-                         str(user_folder / "classes.txt"), "--out", str(tmp_path / "d.json")])
+    res = run_cli(
+        main,
+        [
+            "dispersion",
+            "--model",
+            str(user_folder / "clip"),
+            "--classes",
+            str(user_folder / "classes.txt"),
+            "--out",
+            str(tmp_path / "d.json"),
+        ],
+    )
     assert res.code == 0, res.output
     d = json.loads((tmp_path / "d.json").read_text())
     assert d["n_classes"] == 3 and d["min_angle_deg"] <= d["ad_deg"] + 1e-9
@@ -122,7 +160,15 @@ def test_bad_input_one_line_nothing_written(user_folder, tmp_path, monkeypatch, 
     args = ["tune", "--model", model, "--images", images, "--views", "4", *extra]
     if case == "empty_classes":
         (tmp_path / "c.txt").write_text("\n")
-        args = ["tune", "--model", model, "--images", str(user_folder / "flat"), "--classes", str(tmp_path / "c.txt")]
+        args = [
+            "tune",
+            "--model",
+            model,
+            "--images",
+            str(user_folder / "flat"),
+            "--classes",
+            str(tmp_path / "c.txt"),
+        ]
     elif case == "flat_no_classes":
         args = ["tune", "--model", model, "--images", str(user_folder / "flat")]
     elif case == "missing_model":

@@ -86,18 +86,26 @@ def test_atpt_raises_ad_over_tpt(toy):
     kw = dict(tokenizer=tok, n_views=8, lr=5e-2)
     x = _data(3)
     tpt = TestTimePromptTuner(model, toy_processor(), list(DIGIT_NAMES), regularizer="none", **kw).evaluate(x)
-    at = TestTimePromptTuner(model, toy_processor(), list(DIGIT_NAMES), regularizer="atpt", lam=10, **kw).evaluate(x)
+    at = TestTimePromptTuner(
+        model, toy_processor(), list(DIGIT_NAMES), regularizer="atpt", lam=10, **kw
+    ).evaluate(x)
     assert at["ad_mean"] > tpt["ad_mean"]
 
 
 @pytest.mark.parametrize(
     ("kw", "msg"),
-    [({"n_views": 0}, "n_views must be >= 1"), ({"selection": 0.0}, "selection must be in (0, 1]"),
-     ({"selection": 1.5}, "selection must be in (0, 1]"), ({"lam": -1.0}, "official")],
+    [
+        ({"n_views": 0}, "n_views must be >= 1"),
+        ({"selection": 0.0}, "selection must be in (0, 1]"),
+        ({"selection": 1.5}, "selection must be in (0, 1]"),
+        ({"lam": -1.0}, "official"),
+    ],
 )
 def test_bad_tta_settings(toy, kw, msg):
     model, tok = toy
     with pytest.raises(AtptError, match=msg.replace("(", r"\(").replace(")", r"\)").replace("]", r"\]")):
         TestTimePromptTuner(model, toy_processor(), list(DIGIT_NAMES), tokenizer=tok, **kw)
     if "lam" in kw:
-        TestTimePromptTuner(model, toy_processor(), list(DIGIT_NAMES), tokenizer=tok, allow_negative_lambda=True, **kw)
+        TestTimePromptTuner(
+            model, toy_processor(), list(DIGIT_NAMES), tokenizer=tok, allow_negative_lambda=True, **kw
+        )

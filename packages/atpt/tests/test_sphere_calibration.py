@@ -41,7 +41,9 @@ def test_ece20_against_naive_and_torchmetrics():
     assert ours == pytest.approx(naive_ece(probs, labels), abs=1e-9)
     from torchmetrics.functional.classification import multiclass_calibration_error
 
-    tm = multiclass_calibration_error(torch.tensor(probs), torch.tensor(labels), num_classes=10, n_bins=20, norm="l1")
+    tm = multiclass_calibration_error(
+        torch.tensor(probs), torch.tensor(labels), num_classes=10, n_bins=20, norm="l1"
+    )
     assert ours == pytest.approx(100 * float(tm), abs=1e-3)
 
 

@@ -11,8 +11,12 @@ from iclr26_core.cli import Verb, paper_cli
 
 
 def add_tune_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, metavar="ID_OR_PATH", help="a transformers CLIP folder or hub id")
-    p.add_argument("--images", required=True, metavar="DIR", help="DIR/<class>/* (ImageFolder) or flat with --classes")
+    p.add_argument(
+        "--model", required=True, metavar="ID_OR_PATH", help="a transformers CLIP folder or hub id"
+    )
+    p.add_argument(
+        "--images", required=True, metavar="DIR", help="DIR/<class>/* (ImageFolder) or flat with --classes"
+    )
     p.add_argument("--out", required=True, metavar="DIR", help="new (or empty) output directory")
     p.add_argument("--classes", metavar="FILE", help="class names, one per line (label order)")
     p.add_argument("--regularizer", choices=["atpt", "ctpt", "otpt", "none"], default="atpt")
@@ -28,7 +32,9 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_dispersion_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, metavar="ID_OR_PATH", help="a transformers CLIP folder or hub id")
+    p.add_argument(
+        "--model", required=True, metavar="ID_OR_PATH", help="a transformers CLIP folder or hub id"
+    )
     p.add_argument("--classes", required=True, metavar="FILE", help="class names, one per line")
     p.add_argument("--ctx", default="a photo of a", help='prompt context (default "a photo of a")')
     p.add_argument("--out", metavar="FILE", help="also write the numbers to this JSON file")
@@ -39,10 +45,18 @@ app = paper_cli(
     title="A-TPT: Angular Diversity Calibration for Test-Time Prompt Tuning (ICLR 2026)",
     reproduce="iclr26_atpt.reproduce:run",
     verbs=[
-        Verb("tune", "test-time prompt tuning (A-TPT/TPT/C-TPT/O-TPT) of a CLIP on an image folder",
-             run="iclr26_atpt.commands:tune", arguments=add_tune_arguments),
-        Verb("dispersion", "angular diversity, minimum angle, ATFD and orthogonality of a CLIP's class prompts",
-             run="iclr26_atpt.commands:dispersion", arguments=add_dispersion_arguments),
+        Verb(
+            "tune",
+            "test-time prompt tuning (A-TPT/TPT/C-TPT/O-TPT) of a CLIP on an image folder",
+            run="iclr26_atpt.commands:tune",
+            arguments=add_tune_arguments,
+        ),
+        Verb(
+            "dispersion",
+            "angular diversity, minimum angle, ATFD and orthogonality of a CLIP's class prompts",
+            run="iclr26_atpt.commands:dispersion",
+            arguments=add_dispersion_arguments,
+        ),
     ],
     description="Keeps the class text features spread on the sphere so test-time-tuned predictions stay calibrated.",
 )

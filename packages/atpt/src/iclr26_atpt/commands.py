@@ -40,8 +40,12 @@ def scan_images(root: str, classes: list[str] | None) -> tuple[list[str], list[t
             if extra:
                 raise AtptError(f"class folders not in --classes: {', '.join(extra)}")
             names = classes
-        items = [(f, names.index(d.name)) for d in subdirs for f in sorted(d.iterdir())
-                 if f.suffix.lower() in IMAGE_SUFFIXES]
+        items = [
+            (f, names.index(d.name))
+            for d in subdirs
+            for f in sorted(d.iterdir())
+            if f.suffix.lower() in IMAGE_SUFFIXES
+        ]
     else:
         if classes is None:
             raise AtptError(f"{root!r} has no class subfolders; pass --classes FILE for a flat folder")
@@ -64,7 +68,9 @@ def load_clip(name_or_path: str):
     try:
         proc = AutoImageProcessor.from_pretrained(name_or_path)
     except (OSError, ValueError) as exc:
-        raise AtptError(f"no image processor config at {name_or_path!r} ({str(exc).splitlines()[0]})") from exc
+        raise AtptError(
+            f"no image processor config at {name_or_path!r} ({str(exc).splitlines()[0]})"
+        ) from exc
     return model, proc, tok
 
 
@@ -81,11 +87,23 @@ def tune(args: argparse.Namespace) -> int:
     out = check_out_dir(args.out)
     names, items = scan_images(args.images, read_classes(args.classes))
     model, proc, tok = load_clip(args.model)
-    tuner = TestTimePromptTuner(model, proc, names, tokenizer=tok, regularizer=args.regularizer, lam=args.lam,
-                                steps=args.steps, lr=args.lr, n_views=args.views, selection=args.selection,
-                                augment=args.augment, ctx_init=args.ctx, seed=args.seed,
-                                allow_negative_lambda=args.allow_negative_lambda, n_ctx=len(
-                                    tok(args.ctx, add_special_tokens=False)["input_ids"]))
+    tuner = TestTimePromptTuner(
+        model,
+        proc,
+        names,
+        tokenizer=tok,
+        regularizer=args.regularizer,
+        lam=args.lam,
+        steps=args.steps,
+        lr=args.lr,
+        n_views=args.views,
+        selection=args.selection,
+        augment=args.augment,
+        ctx_init=args.ctx,
+        seed=args.seed,
+        allow_negative_lambda=args.allow_negative_lambda,
+        n_ctx=len(tok(args.ctx, add_special_tokens=False)["input_ids"]),
+    )
     rows, probs, labels = [], [], []
     for i, (path, label) in enumerate(progress(items, desc=f"{args.regularizer} TTA")):
         try:
@@ -94,8 +112,15 @@ def tune(args: argparse.Namespace) -> int:
             raise AtptError(f"cannot read image {str(path)!r} ({exc})") from exc
         p = tuner.predict(image, i)
         pred = int(p.probs.argmax())
-        rows.append([str(path), names[pred], f"{float(p.probs.max()):.6f}", f"{math.degrees(p.ad):.4f}",
-                     "" if label is None else names[label]])
+        rows.append(
+            [
+                str(path),
+                names[pred],
+                f"{float(p.probs.max()):.6f}",
+                f"{math.degrees(p.ad):.4f}",
+                "" if label is None else names[label],
+            ]
+        )
         if label is not None:
             probs.append(p.probs.numpy())
             labels.append(label)
@@ -107,8 +132,15 @@ def tune(args: argparse.Namespace) -> int:
         atomic_write_text(tmp / "predictions.csv", buf.getvalue())
         if labels:
             probs = np.stack(probs)
-            metrics = {"n": len(labels), "accuracy": accuracy(probs, labels), "ece20": ece20(probs, labels),
-                       "regularizer": args.regularizer, "lam": args.lam, "views": args.views, "lr": args.lr}
+            metrics = {
+                "n": len(labels),
+                "accuracy": accuracy(probs, labels),
+                "ece20": ece20(probs, labels),
+                "regularizer": args.regularizer,
+                "lam": args.lam,
+                "views": args.views,
+                "lr": args.lr,
+            }
             write_json(tmp / "metrics.json", metrics)
             from iclr26_core.report import save_figure
 
@@ -129,9 +161,13 @@ def dispersion(args: argparse.Namespace) -> int:
     n_ctx = len(tok(args.ctx, add_special_tokens=False)["input_ids"])
     with torch.no_grad():
         t = PromptLearner(model, tok, names, n_ctx=n_ctx, ctx_init=args.ctx).text_features()
-        res = {"n_classes": len(names), "ad_deg": math.degrees(float(angular_diversity(t))),
-               "min_angle_deg": math.degrees(float(min_pairwise_angle(t))), "atfd": float(atfd(t)),
-               "orthogonality": float(orthogonality(t))}
+        res = {
+            "n_classes": len(names),
+            "ad_deg": math.degrees(float(angular_diversity(t))),
+            "min_angle_deg": math.degrees(float(min_pairwise_angle(t))),
+            "atfd": float(atfd(t)),
+            "orthogonality": float(orthogonality(t)),
+        }
     for k, v in res.items():
         print(f"{k}: {v:.4f}" if isinstance(v, float) else f"{k}: {v}")
     if args.out:

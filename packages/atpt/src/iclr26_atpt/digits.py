@@ -67,7 +67,9 @@ def digit_splits(seed: int = 0, n_test: int | None = None, n_val: int | None = N
     )
 
 
-def make_views(image: torch.Tensor, n_views: int, generator: torch.Generator, mode: str = "augmix") -> torch.Tensor:
+def make_views(
+    image: torch.Tensor, n_views: int, generator: torch.Generator, mode: str = "augmix"
+) -> torch.Tensor:
     """[3, H, W] in [0, 1] → [n_views, 3, H, W]; view 0 is the image.
 
     ``augmix`` (our analogue): shift ±2 px, rotation ±10°, brightness ×U(0.8, 1.2), contrast jitter ×U(0.8, 1.2)
@@ -123,8 +125,14 @@ def toy_clip_config(vocab_size: int, eos_token_id: int, pad_token_id: int):
     from transformers import CLIPConfig
 
     tower = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=256)
-    text = dict(tower, vocab_size=vocab_size, max_position_embeddings=16, eos_token_id=eos_token_id,
-                bos_token_id=eos_token_id, pad_token_id=pad_token_id)
+    text = dict(
+        tower,
+        vocab_size=vocab_size,
+        max_position_embeddings=16,
+        eos_token_id=eos_token_id,
+        bos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+    )
     vision = dict(tower, image_size=IMAGE_SIZE, patch_size=4)
     return CLIPConfig(text_config=text, vision_config=vision, projection_dim=32)
 
@@ -134,8 +142,11 @@ def toy_processor():
     from transformers import CLIPImageProcessor
 
     return CLIPImageProcessor(
-        size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
-        image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5], do_convert_rgb=True,
+        size={"shortest_edge": IMAGE_SIZE},
+        crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE},
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+        do_convert_rgb=True,
     )
 
 
@@ -144,8 +155,14 @@ def features(out) -> torch.Tensor:
     return out if isinstance(out, torch.Tensor) else out.pooler_output
 
 
-def train_toy_clip(splits: DigitSplits, steps: int = 1500, seed: int = 0, lr: float = 1e-3, batch: int = 64,
-                   progress: bool = True):
+def train_toy_clip(
+    splits: DigitSplits,
+    steps: int = 1500,
+    seed: int = 0,
+    lr: float = 1e-3,
+    batch: int = 64,
+    progress: bool = True,
+):
     """(model, tokenizer) — the toy CLIP trained with the class-prompt contrastive CE on the digits (Adam)."""
     from transformers import CLIPModel
 
@@ -171,9 +188,18 @@ def train_toy_clip(splits: DigitSplits, steps: int = 1500, seed: int = 0, lr: fl
         return F.cross_entropy(m.logit_scale.exp() * f @ t.T, lab)
 
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    tcfg = TrainConfig(steps=steps, batch_size=batch, lr=lr, grad_clip=None, seed=seed, device="cpu",
-                       progress=progress, desc=f"toy CLIP (seed {seed})")
-    res = train_lm(model, None, cfg=tcfg, loss_fn=loss_fn, batches=batches, lr_schedule=lambda s: 1.0,
-                   optimizer=opt)
+    tcfg = TrainConfig(
+        steps=steps,
+        batch_size=batch,
+        lr=lr,
+        grad_clip=None,
+        seed=seed,
+        device="cpu",
+        progress=progress,
+        desc=f"toy CLIP (seed {seed})",
+    )
+    res = train_lm(
+        model, None, cfg=tcfg, loss_fn=loss_fn, batches=batches, lr_schedule=lambda s: 1.0, optimizer=opt
+    )
     model.eval()
     return model, tok, float(np.mean(res.losses[-50:]))

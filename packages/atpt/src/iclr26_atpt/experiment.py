@@ -18,13 +18,25 @@ METHODS = ("zero-shot", "TPT", "A-TPT", "C-TPT", "O-TPT")
 _REG = {"TPT": "none", "A-TPT": "atpt", "C-TPT": "ctpt", "O-TPT": "otpt"}
 
 
-def view_bank(tuner: TestTimePromptTuner, images: torch.Tensor, offset: int, progress, desc: str) -> torch.Tensor:
+def view_bank(
+    tuner: TestTimePromptTuner, images: torch.Tensor, offset: int, progress, desc: str
+) -> torch.Tensor:
     """[n_images, V, P] normalised view features; image i's views are seeded by (seed, offset + i)."""
-    return torch.stack([tuner.view_features(images[i], offset + i) for i in progress(range(len(images)), desc=desc)])
+    return torch.stack(
+        [tuner.view_features(images[i], offset + i) for i in progress(range(len(images)), desc=desc)]
+    )
 
 
-def run_methods(tuner, bank: torch.Tensor, labels: np.ndarray, methods: dict[str, tuple[str, float]], lr: float,
-                cfg_tta, progress=None, desc: str = "") -> dict[str, dict[str, Any]]:
+def run_methods(
+    tuner,
+    bank: torch.Tensor,
+    labels: np.ndarray,
+    methods: dict[str, tuple[str, float]],
+    lr: float,
+    cfg_tta,
+    progress=None,
+    desc: str = "",
+) -> dict[str, dict[str, Any]]:
     """{name: {acc, ece, ad_deg, probs}} for methods {name: (regularizer, λ)}; 'zero-shot' needs no tuning."""
     s = tuner.logit_scale
     out: dict[str, dict[str, Any]] = {}
@@ -33,43 +45,93 @@ def run_methods(tuner, bank: torch.Tensor, labels: np.ndarray, methods: dict[str
     it = range(len(bank))
     for i in progress(it, desc=desc) if progress else it:
         for name, (reg, lam) in methods.items():
-            p = tune_on_features(tuner.learner, bank[i], s, regularizer=reg, lam=lam,
-                                 steps=0 if name == "zero-shot" else int(cfg_tta.steps), lr=lr,
-                                 selection=float(cfg_tta.selection))
+            p = tune_on_features(
+                tuner.learner,
+                bank[i],
+                s,
+                regularizer=reg,
+                lam=lam,
+                steps=0 if name == "zero-shot" else int(cfg_tta.steps),
+                lr=lr,
+                selection=float(cfg_tta.selection),
+            )
             rows[name].append(p.probs.numpy())
             ads[name].append(math.degrees(p.ad))
     for name in methods:
         probs = np.stack(rows[name])
-        out[name] = {"acc": accuracy(probs, labels), "ece": ece20(probs, labels),
-                     "ad_deg": float(np.mean(ads[name])), "probs": probs}
+        out[name] = {
+            "acc": accuracy(probs, labels),
+            "ece": ece20(probs, labels),
+            "ad_deg": float(np.mean(ads[name])),
+            "probs": probs,
+        }
     return out
 
 
 def run_seed(cfg, seed: int, ctx) -> dict[str, Any]:
     """Everything one seed measures, at the headline learning rate and at each extra-arm learning rate."""
     splits = digit_splits(seed, n_test=cfg.data.n_test, n_val=cfg.data.n_val)
-    model, tok, train_loss = train_toy_clip(splits, steps=int(cfg.train.steps), seed=seed, lr=float(cfg.train.lr),
-                                            batch=int(cfg.train.batch), progress=True)
+    model, tok, train_loss = train_toy_clip(
+        splits,
+        steps=int(cfg.train.steps),
+        seed=seed,
+        lr=float(cfg.train.lr),
+        batch=int(cfg.train.batch),
+        progress=True,
+    )
     tta = cfg.tta
-    tuner = TestTimePromptTuner(model, toy_processor(), list(DIGIT_NAMES), tokenizer=tok, n_views=int(tta.views),
-                                selection=float(tta.selection), augment=str(tta.augment), seed=seed,
-                                lr=float(tta.lr), lam=float(cfg.reg.atpt))
+    tuner = TestTimePromptTuner(
+        model,
+        toy_processor(),
+        list(DIGIT_NAMES),
+        tokenizer=tok,
+        n_views=int(tta.views),
+        selection=float(tta.selection),
+        augment=str(tta.augment),
+        seed=seed,
+        lr=float(tta.lr),
+        lam=float(cfg.reg.atpt),
+    )
     prog = ctx.progress
     xt, yt = splits.test
     xv, yv = splits.val
     yt, yv = yt.numpy(), yv.numpy()
     test_bank = view_bank(tuner, xt, 0, prog, f"views test (seed {seed})")
     val_bank = view_bank(tuner, xv, 100_000, prog, f"views val (seed {seed})")
-    clean = run_methods(tuner, test_bank_clean(tuner, splits), splits.test_clean[1].numpy(),
-                        {"zero-shot": ("none", 0.0)}, 0.0, tta)["zero-shot"]
-    result: dict[str, Any] = {"seed": seed, "train_loss": train_loss, "zero_shot_clean_acc": clean["acc"], "lrs": {}}
+    clean = run_methods(
+        tuner,
+        test_bank_clean(tuner, splits),
+        splits.test_clean[1].numpy(),
+        {"zero-shot": ("none", 0.0)},
+        0.0,
+        tta,
+    )["zero-shot"]
+    result: dict[str, Any] = {
+        "seed": seed,
+        "train_loss": train_loss,
+        "zero_shot_clean_acc": clean["acc"],
+        "lrs": {},
+    }
     for lr in [float(tta.lr), *[float(v) for v in tta.extra_lrs]]:
-        otpt = run_methods(tuner, val_bank, yv, {f"O-TPT λ={lam:g}": ("otpt", float(lam)) for lam in cfg.reg.otpt_grid},
-                           lr, tta, prog, f"O-TPT λ on val (seed {seed}, lr {lr:g})")
+        otpt = run_methods(
+            tuner,
+            val_bank,
+            yv,
+            {f"O-TPT λ={lam:g}": ("otpt", float(lam)) for lam in cfg.reg.otpt_grid},
+            lr,
+            tta,
+            prog,
+            f"O-TPT λ on val (seed {seed}, lr {lr:g})",
+        )
         val_ece = {float(k.split("=")[1]): v["ece"] for k, v in otpt.items()}
         lam_o = min(val_ece, key=val_ece.get)
-        methods = {"zero-shot": ("none", 0.0), "TPT": ("none", 0.0), "A-TPT": ("atpt", float(cfg.reg.atpt)),
-                   "C-TPT": ("ctpt", float(cfg.reg.ctpt)), "O-TPT": ("otpt", lam_o)}
+        methods = {
+            "zero-shot": ("none", 0.0),
+            "TPT": ("none", 0.0),
+            "A-TPT": ("atpt", float(cfg.reg.atpt)),
+            "C-TPT": ("ctpt", float(cfg.reg.ctpt)),
+            "O-TPT": ("otpt", lam_o),
+        }
         res = run_methods(tuner, test_bank, yt, methods, lr, tta, prog, f"TTA test (seed {seed}, lr {lr:g})")
         result["lrs"][f"{lr:g}"] = {"lambda_o": lam_o, "val_ece_otpt": val_ece, "methods": res}
     if cfg.bench:

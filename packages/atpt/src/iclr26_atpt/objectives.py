@@ -68,7 +68,7 @@ def regularizer_loss(name: str, features: torch.Tensor, lam: float) -> torch.Ten
 
 def n_selected(n_views: int, selection: float) -> int:
     """max(1, ⌊ρ·V⌋): how many views confidence selection keeps."""
-    return max(1, int(math.floor(selection * n_views + 1e-9)))
+    return max(1, math.floor(selection * n_views + 1e-9))
 
 
 def select_confident(logits: torch.Tensor, selection: float = 0.1) -> torch.Tensor:

@@ -38,7 +38,9 @@ class PromptLearner(nn.Module):
     context bit for bit (TPT is episodic: one reset per test image).
     """
 
-    def __init__(self, clip, tokenizer, class_names: list[str], n_ctx: int = 4, ctx_init: str = "a photo of a"):
+    def __init__(
+        self, clip, tokenizer, class_names: list[str], n_ctx: int = 4, ctx_init: str = "a photo of a"
+    ):
         super().__init__()
         check_class_names(class_names)
         self.clip = clip

@@ -65,8 +65,12 @@ def tune_on_features(
     with torch.no_grad():
         t = learner.text_features()
         logits = logit_scale * view_feats[0] @ t.T
-        pred = TTAPrediction(logits, logits.softmax(-1), float(angular_diversity(t)),
-                             math.degrees(float(min_pairwise_angle(t))))
+        pred = TTAPrediction(
+            logits,
+            logits.softmax(-1),
+            float(angular_diversity(t)),
+            math.degrees(float(min_pairwise_angle(t))),
+        )
     learner.reset()
     return pred
 
@@ -81,10 +85,25 @@ class TestTimePromptTuner:
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, clip, processor, class_names: list[str], *, regularizer: str = "atpt", lam: float = 10.0,
-                 steps: int = 1, lr: float = 5e-3, n_views: int = 64, selection: float = 0.1,
-                 augment: str | Callable = "augmix", tokenizer=None, n_ctx: int = 4,
-                 ctx_init: str = "a photo of a", seed: int = 0, allow_negative_lambda: bool = False) -> None:
+    def __init__(
+        self,
+        clip,
+        processor,
+        class_names: list[str],
+        *,
+        regularizer: str = "atpt",
+        lam: float = 10.0,
+        steps: int = 1,
+        lr: float = 5e-3,
+        n_views: int = 64,
+        selection: float = 0.1,
+        augment: str | Callable = "augmix",
+        tokenizer=None,
+        n_ctx: int = 4,
+        ctx_init: str = "a photo of a",
+        seed: int = 0,
+        allow_negative_lambda: bool = False,
+    ) -> None:
         check_class_names(class_names)
         check_tta(n_views, selection, lam, allow_negative_lambda)
         if regularizer not in REGULARIZERS:
@@ -131,9 +150,16 @@ class TestTimePromptTuner:
         return F.normalize(features(self.clip.get_image_features(pixel_values=px)), dim=-1)
 
     def predict(self, image: Any, index: int = 0) -> TTAPrediction:
-        return tune_on_features(self.learner, self.view_features(image, index), self.logit_scale,
-                                regularizer=self.regularizer, lam=self.lam, steps=self.steps, lr=self.lr,
-                                selection=self.selection)
+        return tune_on_features(
+            self.learner,
+            self.view_features(image, index),
+            self.logit_scale,
+            regularizer=self.regularizer,
+            lam=self.lam,
+            steps=self.steps,
+            lr=self.lr,
+            selection=self.selection,
+        )
 
     def evaluate(self, dataset, progress: Callable | None = None) -> dict:
         """Over an iterable of (image, label) or (index, image, label): accuracy and ECE-20 (×100) computed once over
@@ -143,15 +169,29 @@ class TestTimePromptTuner:
             items = [(i, im, lab) for i, (im, lab) in enumerate(items)]
         labels = [int(lab) for _, _, lab in items]
         if labels and (min(labels) < 0 or max(labels) >= len(self.class_names)):
-            raise AtptError(f"labels outside 0..{len(self.class_names) - 1}: the class list does not match the data")
+            raise AtptError(
+                f"labels outside 0..{len(self.class_names) - 1}: the class list does not match the data"
+            )
         it = progress(items) if progress else items
         probs, records = [], []
         for idx, image, label in it:
             p = self.predict(image, idx)
             probs.append(p.probs.numpy())
-            records.append({"index": int(idx), "label": int(label), "prediction": int(p.probs.argmax()),
-                            "confidence": float(p.probs.max()), "ad_deg": math.degrees(p.ad)})
+            records.append(
+                {
+                    "index": int(idx),
+                    "label": int(label),
+                    "prediction": int(p.probs.argmax()),
+                    "confidence": float(p.probs.max()),
+                    "ad_deg": math.degrees(p.ad),
+                }
+            )
         probs = np.stack(probs) if probs else np.zeros((0, len(self.class_names)))
-        return {"acc": accuracy(probs, labels), "ece": ece20(probs, labels),
-                "ad_mean": float(np.mean([r["ad_deg"] for r in records])) if records else float("nan"),
-                "probs": probs, "labels": np.asarray(labels), "records": records}
+        return {
+            "acc": accuracy(probs, labels),
+            "ece": ece20(probs, labels),
+            "ad_mean": float(np.mean([r["ad_deg"] for r in records])) if records else float("nan"),
+            "probs": probs,
+            "labels": np.asarray(labels),
+            "records": records,
+        }
