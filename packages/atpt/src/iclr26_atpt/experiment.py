@@ -98,6 +98,9 @@ def run_seed(cfg, seed: int, ctx) -> dict[str, Any]:
     yt, yv = yt.numpy(), yv.numpy()
     test_bank = view_bank(tuner, xt, 0, prog, f"views test (seed {seed})")
     val_bank = view_bank(tuner, xv, 100_000, prog, f"views val (seed {seed})")
+    raw_scale = tuner.logit_scale
+    if cfg.train.calibrate_scale:
+        calibrate_logit_scale(tuner, val_bank, yv)
     clean = run_methods(
         tuner,
         test_bank_clean(tuner, splits),
@@ -133,10 +136,23 @@ def run_seed(cfg, seed: int, ctx) -> dict[str, Any]:
             "O-TPT": ("otpt", lam_o),
         }
         res = run_methods(tuner, test_bank, yt, methods, lr, tta, prog, f"TTA test (seed {seed}, lr {lr:g})")
+        tm = torchmetrics_ece(res["A-TPT"]["probs"], yt)
+        res["A-TPT"]["ece_torchmetrics"] = tm
         result["lrs"][f"{lr:g}"] = {"lambda_o": lam_o, "val_ece_otpt": val_ece, "methods": res}
     if cfg.bench:
         result["bench"] = bench_rows(tuner, val_bank, yv, test_bank, yt)
     return result
+
+
+def calibrate_logit_scale(tuner, val_bank, yv) -> float:
+    """Set the toy CLIP's logit scale s to s/T with T fitted on the validation zero-shot logits (labels of the
+    validation split only), so the miniature starts, like the paper's CLIP, from a calibrated zero-shot model."""
+    with torch.no_grad():
+        t = tuner.learner.text_features()
+        z = (tuner.logit_scale * val_bank[:, 0] @ t.T).numpy()
+        temp = fit_temperature(z, yv)
+        tuner.clip.logit_scale.data = tuner.clip.logit_scale.data - float(np.log(temp))
+    return temp
 
 
 def test_bank_clean(tuner, splits) -> torch.Tensor:
@@ -168,3 +184,15 @@ def bench_rows(tuner, val_bank, yv, test_bank, yt) -> dict[str, Any]:
     except ImportError:
         rows["netcal"] = "not installed"
     return rows
+
+
+def torchmetrics_ece(probs, labels) -> float | None:
+    """torchmetrics' multiclass calibration error (20 bins, l1) ×100, or None when it is not installed."""
+    try:
+        from torchmetrics.functional.classification import multiclass_calibration_error
+    except ImportError:
+        return None
+    p = torch.tensor(probs, dtype=torch.float64)
+    return 100.0 * float(
+        multiclass_calibration_error(p, torch.tensor(labels), num_classes=p.shape[1], n_bins=20, norm="l1")
+    )

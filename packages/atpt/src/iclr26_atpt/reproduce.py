@@ -183,6 +183,12 @@ def run(cfg, ctx) -> Results:
             + ", ".join(f"{k} ECE {v['ece']:.2f} acc {v['acc']:.1f}" for k, v in head["methods"].items())
         )
     lr = f"{float(cfg.tta.lr):g}"
+    missing = []
+    if seeds[0]["lrs"][lr]["methods"]["A-TPT"].get("ece_torchmetrics") is None:
+        missing.append("torchmetrics")
+    if cfg.bench and seeds[0]["bench"].get("netcal") == "not installed":
+        missing.append("netcal")
+    ctx.peers_missing(missing)
     claims = [c1_claim(sphere)]
     extra = {
         x: {cid: (h, note) for cid, h, _, note in tta_claims(seeds, x)} for x in list(seeds[0]["lrs"])[1:]
