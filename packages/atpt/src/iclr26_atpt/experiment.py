@@ -113,6 +113,8 @@ def run_seed(cfg, seed: int, ctx) -> dict[str, Any]:
         "seed": seed,
         "train_loss": train_loss,
         "zero_shot_clean_acc": clean["acc"],
+        "logit_scale_trained": raw_scale,
+        "logit_scale_used": tuner.logit_scale,
         "lrs": {},
     }
     for lr in [float(tta.lr), *[float(v) for v in tta.extra_lrs]]:
