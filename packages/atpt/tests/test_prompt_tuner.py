@@ -109,3 +109,25 @@ def test_bad_tta_settings(toy, kw, msg):
         TestTimePromptTuner(
             model, toy_processor(), list(DIGIT_NAMES), tokenizer=tok, allow_negative_lambda=True, **kw
         )
+
+
+def test_calibrate_logit_scale_minimises_validation_nll(toy):
+    """The miniature's scale fit: after it, the validation NLL is lower than at 0.8× or 1.25× the fitted scale."""
+    import copy
+
+    from iclr26_atpt.experiment import calibrate_logit_scale, view_bank
+
+    model, tok = toy
+    model = copy.deepcopy(model)
+    tuner = TestTimePromptTuner(model, toy_processor(), list(DIGIT_NAMES), tokenizer=tok, n_views=1)
+    x, y = digit_images()
+    bank = view_bank(tuner, x[:60], 0, lambda it, desc="": it, "")
+    calibrate_logit_scale(tuner, bank, y[:60].numpy())
+    with torch.no_grad():
+        z = bank[:, 0] @ tuner.learner.text_features().T
+
+    def nll(scale):
+        return float(F.cross_entropy(scale * z, y[:60]))
+
+    s = tuner.logit_scale
+    assert nll(s) < nll(0.8 * s) and nll(s) < nll(1.25 * s)
