@@ -119,3 +119,43 @@ def test_non_empty_out_refused(tmp_path):
     res = run_cli(main, ["quantize", "--model", "tiny-llama", "--out", str(tmp_path)])
     assert_one_line_error(res, "not empty")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_quantize_dtype_and_device_map(saved_model, tmp_path):
+    out = tmp_path / "q"
+    args = ["quantize", "--model", str(saved_model), "--out", str(out), "--mode", "packed"]
+    res = run_cli(main, [*args, "--dtype", "bfloat16", "--device-map", "cpu"])
+    assert res.code == 0, res.output
+    report = json.loads((out / "quant_report.json").read_text())
+    assert report["dtype"] == "bfloat16" and report["device_map"] == "cpu"
+    from iclr26_bof4 import from_pretrained
+
+    model = from_pretrained(out)
+    layer = model.model.layers[0].self_attn.q_proj
+    assert layer.weight_dtype == torch.bfloat16 and model.model.embed_tokens.weight.dtype == torch.bfloat16
+    assert torch.isfinite(model(input_ids=torch.tensor([[1, 2, 3]])).logits.float()).all()
+    bad = run_cli(
+        main, ["quantize", "--model", str(saved_model), "--out", str(tmp_path / "b"), "--device-map", "{x"]
+    )
+    assert_one_line_error(bad, "--device-map is not valid JSON")
+    assert not (tmp_path / "b").exists()
+
+
+def test_bench_verb_is_a_summary_with_a_csv_beside_it(saved_model, tmp_path):
+    out = tmp_path / "bench"
+    res = run_cli(
+        main, ["bench", "--model", str(saved_model), "--out", str(out), "--no-peers", "--max-layers", "3"]
+    )
+    assert res.code == 0, res.output
+    md = (out / "bench.md").read_text()
+    table = [line for line in md.splitlines() if line.startswith("| ")]
+    methods = ["nf4", "af4", "bof4-mse", "bof4s-mse", "bof4s-mae", "bof4s-mse+opq", "affine-int4"]
+    assert [row.split(" | ")[0].lstrip("| ") for row in table[2:]] == methods  # one row per method
+    rows = (out / "bench.csv").read_text().splitlines()
+    assert len(rows) == 1 + 3 * len(methods)  # header + one row per layer and method
+    summary = {s["method"]: s for s in json.loads((out / "bench.json").read_text())["summary"]}
+    assert summary["nf4"]["groups"]["model layers"]["mse_rel"] == 1.0
+    assert summary["bof4s-mse"]["groups"]["model layers"]["tensors"] == 3
+    assert "model layers" in res.stdout
+    bad = run_cli(main, ["bench", "--model", str(saved_model), "--max-layers", "0"])
+    assert_one_line_error(bad, "--max-layers must be >= 1")

@@ -29,7 +29,7 @@ def test_bench_rows_and_unavailable_peers():
     methods = {r["method"] for r in ours}
     assert {"nf4", "af4", "bof4-mse", "bof4s-mse", "bof4s-mae", "bof4s-mse+opq", "affine-int4"} <= methods
     for r in rows:
-        assert set(r) == {"method", "tensor", "mse", "mae", "bits_per_weight", "seconds", "note"}
+        assert set(r) == {"method", "tensor", "numel", "mse", "mae", "bits_per_weight", "seconds", "note"}
         if r["note"].startswith("unavailable"):
             assert r["method"] in PEERS and r["mse"] is None
         elif not r["note"]:

@@ -59,8 +59,8 @@ def _reference_scales(w: torch.Tensor, block: int, signed: bool) -> torch.Tensor
     out = []
     for start in range(0, flat.numel(), block):
         chunk = flat[start : start + block]
-        j = int(chunk.abs().argmax())
-        m = float(chunk[j]) if signed else abs(float(chunk[j]))
+        top = chunk[chunk.abs() == chunk.abs().max()]  # ties between +a and −a: +a
+        m = float(top.max()) if signed else float(top.abs().max())
         out.append(m if m != 0 else 1.0)
     return torch.tensor(out, dtype=torch.float32)
 
@@ -119,6 +119,24 @@ def test_signed_absmax_maps_max_magnitude_to_top_level():
     qu = quantize(w, "bof4-mse", block_size=64)
     neg = w_max < 0
     assert bool((qu.unpacked_codes().long()[rows[neg], j[neg]] == 0).all())
+
+
+def test_signed_absmax_tie_keeps_the_positive_maximum_exact():
+    # +a and −a tie for the largest magnitude: the scale is +a whatever their order, so +a is reconstructed
+    # exactly and −a → x = −1 takes the lowest level (−0.85685 for BOF4-S(MSE)) like any other value
+    levels = codebook("bof4s-mse")
+    rest = torch.linspace(-0.5, 0.5, 62)
+    for block in (torch.cat([torch.tensor([-1.0, 1.0]), rest]), torch.cat([torch.tensor([1.0, -1.0]), rest])):
+        for perm in (torch.arange(64), torch.randperm(64, generator=torch.Generator().manual_seed(9))):
+            w = block[perm]
+            q = quantize(w, "bof4s-mse", block_size=64)
+            w_hat = q.dequantize()
+            assert float(q.scales[0]) == 1.0
+            assert float(w_hat[w == 1.0]) == 1.0
+            assert float(w_hat[w == -1.0]) == pytest.approx(float(levels[0]))
+    # with a strictly larger negative weight the scale is that weight and it is exact
+    w = torch.cat([torch.tensor([-1.5, 1.0]), rest])
+    assert float(quantize(w, "bof4s-mse", block_size=64).dequantize()[0]) == -1.5
 
 
 def test_all_zero_block_and_zero_levels():

@@ -1,5 +1,6 @@
 """The CLI: fast --help, reproduce scale=smoke, encode/decode through files, bad input."""
 
+import itertools
 import json
 import re
 
@@ -7,14 +8,14 @@ import pytest
 
 from iclr26_calgacus.cli import main
 from iclr26_core import testing
-from iclr26_core.testing import reproduce_smoke, run_cli
+from iclr26_core.testing import assert_one_line_error, reproduce_smoke, run_cli
 
 test_help_does_not_import_torch = testing.fast_help_test("iclr26_calgacus")
 
 
 def test_reproduce_smoke_writes_computed_report(tmp_path, tiny_smoke):
     out = tmp_path / "run"
-    files = ["examples.md", "logprob_hist.png"]
+    files = ["examples.md", "logprob_hist.png", "bench.md"]
     m, _ = testing.check_smoke_report(
         (out, reproduce_smoke(main, out)), "calgacus", "C1 C2 C3 C4 C5 C6", files=files
     )
@@ -25,6 +26,18 @@ def test_reproduce_smoke_writes_computed_report(tmp_path, tiny_smoke):
     c2 = next(c for c in m["claims"] if c["id"] == "C2")
     ratios = m["c2_logprob"]["ratio"]
     assert c2["holds"] == (sum(ratios) / len(ratios) >= 0.8)
+    c4 = next(c for c in m["claims"] if c["id"] == "C4")
+    j = m["c4_judge"]
+    own = [j["own"][str(o)] for o in sorted(int(k) for k in j["own"])]
+    strong = j["strength"]["judge"] <= min(v for k, v in j["strength"].items() if k.startswith("order"))
+    assert c4["holds"] == (all(b > a for a, b in itertools.pairwise(own)) and strong)
+    c6 = next(c for c in m["claims"] if c["id"] == "C6")
+    assert c6["holds"] == (m["c6"]["seconds_encode_decode"] <= 1.2 * m["c6"]["seconds_forward"])
+    assert m["c6"]["round_trip"] and m["c6"]["forward_calls"] > 2 * m["c6"]["tokens"]
+    methods = [r["method"] for r in m["bench"]]
+    assert any(x.startswith("arithmetic coding") for x in methods) and all(
+        r["exact"] == 1 for r in m["bench"]
+    )
     assert len(re.findall(r"^\| C[1-6] \|", (out / "report.md").read_text(), re.M)) == 6
 
 
@@ -37,16 +50,29 @@ def test_encode_decode_through_files(tmp_path, tiny_smoke):
     assert res.code == 0, res.output
     rec = json.loads((tmp_path / "cover.txt.json").read_text())
     assert rec["n_tokens"] == len(secret.read_text()) == len(cover.read_text())
-    assert {"tokenizer_sha256", "versions", "timings", "ranks", "ids"} <= set(rec)
+    assert {"tokenizer_sha256", "weights_sha256", "versions", "timings", "ranks", "ids", "checks"} <= set(rec)
+    ids = json.loads((tmp_path / "cover.txt.ids.json").read_text())  # what is sent: no ranks, no prompts
+    assert ids["ids"] == rec["ids"] and "ranks" not in ids and ids["text_exact"] is True
+    assert "A text:" not in (tmp_path / "cover.txt.json").read_text()
     back = tmp_path / "back.txt"
     res = run_cli(main, ["decode", "--stego-file", str(cover), *args, "--out", str(back)])
     assert res.code == 0, res.output
     assert back.read_text() == secret.read_text()
     back2 = tmp_path / "back2.txt"  # ids transport through the JSON record
     res = run_cli(
-        main, ["decode", "--stego-file", str(tmp_path / "cover.txt.json"), *args, "--out", str(back2)]
+        main, ["decode", "--stego-file", str(tmp_path / "cover.txt.ids.json"), *args, "--out", str(back2)]
     )
     assert res.code == 0 and back2.read_text() == secret.read_text()
+    # decode checks what it can: a wrong secret prefix, and an altered text (said where)
+    res = run_cli(
+        main, ["decode", "--stego-file", str(cover), *args, "--prefix", "B", "--out", str(back2) + "x"]
+    )
+    assert_one_line_error(res, "secret prefix differs")
+    text = cover.read_text()
+    cover.write_text(text[:5] + ("#" if text[5] != "#" else "%") + text[6:])
+    res = run_cli(main, ["decode", "--stego-file", str(cover), *args, "--out", str(tmp_path / "b3.txt")])
+    assert_one_line_error(res, "differs from the encoded one from token 5")
+    assert not (tmp_path / "b3.txt").exists() and not (tmp_path / "back2.txtx").exists()
 
 
 @pytest.mark.parametrize(
@@ -76,7 +102,7 @@ def test_bad_input_one_line_nothing_written(tmp_path, tiny_smoke, case):
         ]
     elif case == "tampered":
         stego = tmp_path / "stego.txt"
-        stego.write_text("a stegotext with <unk> and <pad> inside")
+        stego.write_text("a stegotext with 漢字 inside")  # characters the model cannot have written
         argv = ["decode", "--stego-file", str(stego), "--model", "tiny:smoke", *key, "--out", str(out)]
     elif case == "exists":
         out.write_text("keep me")
@@ -100,7 +126,7 @@ def test_bad_input_one_line_nothing_written(tmp_path, tiny_smoke, case):
         assert out.read_text() == "keep me"
     else:
         assert not out.exists()
-    assert not (tmp_path / "out.txt.json").exists()
+    assert not (tmp_path / "out.txt.json").exists() and not (tmp_path / "out.txt.ids.json").exists()
 
 
 def test_bad_override():

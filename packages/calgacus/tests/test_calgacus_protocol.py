@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from iclr26_calgacus import CalgacusError, CharNGramLM, HFRankLM, decode, encode, plausibility
+from iclr26_calgacus.protocol import CalgacusWarning
 from iclr26_core.errors import UserError
 from iclr26_core.tokenizers import char_tokenizer
 
@@ -72,8 +73,10 @@ def test_cover_logprob_matches_plausibility_and_naive_reference(char_models):
 def test_ngram_round_trip_and_unicode():
     lm = CharNGramLM(order=4, alphabet="✓éA:").fit(["some text to learn from, with more text.\n"])
     secret = "learn é✓ from\nmore"
-    st = encode(secret, "some text", lm)
-    assert decode(st.text, "some text", lm) == secret and len(st.text) == len(secret)
+    with pytest.warns(CalgacusWarning, match="long-context model"):
+        st = encode(secret, "some text", lm)
+    with pytest.warns(CalgacusWarning):
+        assert decode(st.text, "some text", lm) == secret and len(st.text) == len(secret)
 
 
 @pytest.fixture(scope="module")
@@ -103,24 +106,79 @@ def _remerge_secret(lm):
     raise AssertionError("no re-merging pair found")
 
 
+@pytest.mark.filterwarnings("ignore::iclr26_calgacus.protocol.CalgacusWarning")
 def test_bpe_naive_transport_fails_and_canonical_fixes(bpe_lm):
     lm = bpe_lm
     secret, pair = _remerge_secret(lm)
     naive = encode(secret, "the", lm, transport="ids")
-    assert naive.ids == pair
+    assert naive.ids == pair and not naive.text_exact
     assert lm.encode_text(naive.text) != naive.ids  # the text re-tokenises differently (BPE re-merge)
     assert decode(naive, "the", lm) == secret  # ids transport still works
-    with pytest.raises(CalgacusError, match="canonical"):
-        encode(secret, "the", lm)  # text transport is checked and refused
+    with pytest.warns(CalgacusWarning, match="transport='ids'"):
+        assert not encode(secret, "the", lm).text_exact  # text transport: warned, never refused
     from iclr26_calgacus.protocol import canonical_filter
 
     assert not canonical_filter(lm)([pair[0]], pair[1])
-    # canonical round trips (secrets the model predicts well: low ranks fit the filtered alphabet)
-    for s in [" theme of the thesis", " them and there", " is them", " the thesis is the theme"]:
+    c = encode(secret, "the", lm, admissible="canonical")
+    assert c.text_exact and lm.encode_text(c.text) == c.ids and len(c.ids) == len(pair)
+    assert decode(c.text, "the", lm, admissible="canonical") == secret
+    # canonical round trips of secrets the model predicts well, and of ones it does not
+    for s in [" theme of the thesis", " them and there", " is them", "zq xj!? thesis"]:
         c = encode(s, "the", lm, admissible="canonical", secret_prefix="the")
-        assert lm.encode_text(c.text) == c.ids and len(c.ids) == len(lm.encode_text(s))
-        assert decode(c.text, "the", lm, admissible="canonical", secret_prefix="the") == s
-        assert not set(c.ids) & lm.special_ids
+        assert len(c.ids) == len(lm.encode_text(s)) and not set(c.ids) & lm.special_ids
+        assert decode(c, "the", lm, secret_prefix="the") == s
+        if c.text_exact:
+            assert decode(c.text, "the", lm, admissible="canonical", secret_prefix="the") == s
+
+
+def test_decode_checks_the_record(char_models):
+    lm, other = char_models["llama"], char_models["gpt2"]
+    st = encode("check me", KEY, lm, secret_prefix="k prime")
+    assert decode(st, KEY, lm, secret_prefix="k prime") == "check me"
+    with pytest.raises(CalgacusError, match="secret prefix differs"):
+        decode(st, KEY, lm, secret_prefix="k prim")
+    with pytest.raises(CalgacusError, match="key differs"):
+        decode(st, KEY + " ", lm, secret_prefix="k prime")
+    with pytest.raises(CalgacusError, match="weights_sha256"):
+        decode(st, KEY, other, secret_prefix="k prime")  # same tokenizer, other weights
+    with pytest.raises(CalgacusError, match="admissible"):
+        decode(st, KEY, lm, secret_prefix="k prime", admissible="canonical")
+    assert "k prime" not in str(st.checks) and len(st.checks["secret_prefix"]) == 4
+
+
+@pytest.mark.filterwarnings("ignore::iclr26_calgacus.protocol.CalgacusWarning")
+def test_declared_line_endings():
+    """whitespace="lf": the cover avoids CR (the filter ranks CR tokens last), and the receiver reads CR LF
+    as LF, so a line-ending conversion in transit does not garble the secret."""
+    from iclr26_calgacus.ranks import tokens_from_ranks
+
+    lm = CharNGramLM(order=3, alphabet="A text:").fit(["alpha beta\r\ngamma delta\nepsilon\r\n" * 20])
+    secret = lm.decode_ids(tokens_from_ranks(lm, lm.encode_text("gamma"), [1] * 30))  # all ranks 1
+    kw = {"secret_prefix": "gamma"}
+    plain = encode(secret, "gamma", lm, **kw)
+    assert "\r" in plain.text  # the model likes CR LF: a converted cover would not decode
+    st = encode(secret, "gamma", lm, whitespace="lf", **kw)
+    assert "\r" not in st.text and "\n" in st.text and st.text_exact
+    converted = st.text.replace("\n", "\r\n")  # a mail transport converted the line endings
+    assert decode(converted, "gamma", lm, whitespace="lf", **kw) == secret
+    assert decode(converted, "gamma", lm, **kw) != secret  # undeclared: garbled
+    assert decode(st, "gamma", lm, **kw) == secret  # the Stegotext carries its declaration
+
+
+def test_ngram_key_acts_through_its_last_symbols_only():
+    """Documented limitation (issue 16): a char n-gram sees only the last order-1 key characters, so a wrong
+    key that ends like the right one decodes the secret; and its cover copies the secret once synchronised."""
+    from iclr26_calgacus.cases import copied_from
+    from iclr26_core.corpus import pydoc_text
+
+    lm = CharNGramLM(order=3).fit([pydoc_text("train")[:20000]])
+    secret = "the secret meeting is at noon in the old library"
+    with pytest.warns(CalgacusWarning, match="last 2 symbol"):
+        st = encode(secret, "A key that ends in: ", lm)
+    with pytest.warns(CalgacusWarning):
+        assert decode(st.text, "Totally different, but: ", lm) == secret  # same last 2 characters
+    cut = copied_from(st.text, secret)
+    assert cut < len(secret) and st.text[cut:] == secret[cut:]  # the cover's tail is the secret verbatim
 
 
 def test_bad_inputs(char_models):

@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from iclr26_calgacus.ngram import CharNGramLM
-from iclr26_calgacus.ranks import CalgacusError, rank_of, token_at_rank, token_ranks, tokens_from_ranks
+from iclr26_calgacus.ranks import (
+    CalgacusError,
+    rank_of,
+    token_at_rank,
+    token_at_rank_ex,
+    token_ranks,
+    tokens_from_ranks,
+)
 
 
 def brute_rank(logits, v, mask):
@@ -29,16 +36,49 @@ def test_rank_matches_brute_force_with_ties(seed):
         assert token_at_rank(logits, r, mask, accept=lambda u: True) == v
 
 
-def test_filtered_rank_counts_only_accepted():
+def test_filtered_ranks_are_a_permutation_accepted_first():
     logits = torch.tensor([3.0, 2.0, 2.0, 1.0, 0.0])
     mask = torch.ones(5, dtype=torch.bool)
     odd = lambda u: u % 2 == 1  # noqa: E731
-    assert [token_at_rank(logits, r, mask, odd) for r in (1, 2)] == [1, 3]
-    assert rank_of(logits, 3, mask, odd) == 2
+    # accepted by logit (1, 3), then rejected by logit (0, 2, 4): no rank overflows
+    assert [token_at_rank(logits, r, mask, odd) for r in range(1, 6)] == [1, 3, 0, 2, 4]
+    assert [rank_of(logits, v, mask, odd) for v in range(5)] == [3, 1, 4, 2, 5]
+    assert token_at_rank_ex(logits, 2, mask, odd) == (3, True)
+    assert token_at_rank_ex(logits, 3, mask, odd) == (0, False)
     with pytest.raises(CalgacusError, match="exceeds"):
-        token_at_rank(logits, 3, mask, odd)
-    with pytest.raises(CalgacusError):
-        rank_of(logits, 2, mask, odd)
+        token_at_rank(logits, 6, mask, odd)
+
+
+class _Batched:
+    """A filter offering the batched ``many`` path, counting its calls."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, v):
+        return self.fn(v)
+
+    def many(self, vs):
+        self.calls += 1
+        return [self.fn(v) for v in vs]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_filtered_permutation_matches_brute_force(seed):
+    g = torch.Generator().manual_seed(seed)
+    n = 150  # > one chunk of the lazy classifier
+    logits = torch.randint(0, 8, (n,), generator=g).float()  # exact ties
+    mask = torch.rand(n, generator=g) > 0.1
+    keep = set(torch.nonzero(torch.rand(n, generator=g) > 0.6).flatten().tolist())
+    accept = _Batched(lambda u: u in keep)
+    # independent definition: sort admissible ids by (rejected?, -logit, id)
+    perm = sorted((u not in keep, -float(logits[u]), u) for u in range(n) if mask[u])
+    perm = [u for _, _, u in perm]
+    for r, v in enumerate(perm, 1):
+        assert rank_of(logits, v, mask, accept) == r
+        assert token_at_rank(logits, r, mask, accept) == v
+        assert token_at_rank(logits, r, mask, lambda u: u in keep) == v  # the per-candidate path
+    assert accept.calls > 0
 
 
 def test_inadmissible_token_and_bad_rank():

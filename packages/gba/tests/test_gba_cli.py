@@ -39,11 +39,15 @@ def test_reproduce_smoke_writes_computed_report(tmp_path):
 
 @pytest.fixture(scope="module")
 def saved_gpt2(tmp_path_factory):
+    import string
+
     from iclr26_core.checkpoints import save
     from iclr26_core.models import tiny_model
+    from iclr26_core.tokenizers import char_tokenizer
 
     path = tmp_path_factory.mktemp("ckpt") / "gpt2"
     save(path, tiny_model("gpt2", n_layer=4, n_embd=64))
+    char_tokenizer(string.printable).save_pretrained(path)  # a user's model arrives with its tokenizer
     return path
 
 
@@ -78,11 +82,24 @@ def test_train_and_evaluate_on_a_saved_checkpoint(tmp_path, saved_gpt2):
             "64",
             "--seeds",
             "2",
+            "--spacing",
+            "linear",
+            "--gamma-minus",
+            "0.02",
+            "--gamma-plus",
+            "0.03",
+            "--eps",
+            "1e-5",
+            "--activations",
+            str(tmp_path / "acts"),
+            "--shard-rows",
+            "500",
             "--out",
             str(out),
         ],
     )
     assert res.code == 0, res.stderr
+    assert len(list((tmp_path / "acts").glob("*.safetensors"))) >= 2  # the activations were sharded on disk
     for name in ("sae.safetensors", "sae_config.json", "metrics.json", "firing.png"):
         assert (out / name).is_file(), name
     metrics = json.loads((out / "metrics.json").read_text())
@@ -116,6 +133,19 @@ def test_train_and_evaluate_on_a_saved_checkpoint(tmp_path, saved_gpt2):
     )
     assert ev.code == 0, ev.stderr
     assert json.loads((tmp_path / "ev" / "metrics.json").read_text())["rows"] == 500
+    ad = cfg["adaptation"]
+    assert (ad["spacing"], ad["gamma_minus"], ad["gamma_plus"], ad["eps"]) == ("linear", 0.02, 0.03, 1e-5)
+    # resume from the saved state (same activations, reused from --activations) and export for SAELens
+    model_args = ["--model", str(saved_gpt2), "--layer", "2", "--activations", str(tmp_path / "acts")]
+    more = ["--neurons", "40", "--groups", "4", "--htf", "0.3", "--ltf", "0.01", "--every", "5"]
+    flags = ["--spacing", "linear", "--gamma-minus", "0.02", "--gamma-plus", "0.03", "--eps", "1e-5"]
+    resume = ["--steps", "5", "--batch-size", "64", "--resume", str(out), "--out", str(tmp_path / "resumed")]
+    res = run_cli(main, ["train", *model_args, *more, *flags, *resume])
+    assert res.code == 0, res.stderr
+    assert json.loads((tmp_path / "resumed" / "sae_config.json").read_text())["steps"] == 20
+    res = run_cli(main, ["export", "--sae", str(out), "--out", str(tmp_path / "saelens")])
+    assert res.code == 0, res.stderr
+    assert {"cfg.json", "sae_weights.safetensors"} <= {p.name for p in (tmp_path / "saelens").iterdir()}
 
 
 def test_synthetic_verb(tmp_path):
@@ -160,7 +190,15 @@ def test_bad_reproduce_and_train_input(tmp_path, saved_gpt2):
     small = ["--layer", "9", "--tokens", "100", "--seq-len", "20", "--neurons", "20", "--steps", "2"]
     res = run_cli(main, ["train", "--model", str(saved_gpt2), *small, "--out", str(out)])
     assert res.code == 2 and "layer must be in" in res.stderr and not out.exists()
-    assert [p.name for p in tmp_path.iterdir()] == ["full"]
+    # a model folder without its tokenizer is refused in one line (no other tokenizer's ids are fed to it)
+    from iclr26_core.checkpoints import save
+    from iclr26_core.models import tiny_model
+
+    bare = tmp_path / "bare"
+    save(bare, tiny_model("gpt2", n_layer=2, n_embd=32))
+    res = run_cli(main, ["train", "--model", str(bare), *small[2:], "--layer", "1", "--out", str(out)])
+    assert res.code == 2 and "no tokenizer files" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bare", "full"] and not out.exists()
 
 
 def test_library_bad_input():

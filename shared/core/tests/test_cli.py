@@ -232,6 +232,12 @@ def test_cli_skeleton_helpers(smoke_run, monkeypatch):
             check_smoke_report(smoke_run, "fixture_paper", **kwargs)
     with pytest.raises(AssertionError):
         check_smoke_report((out, CliResult(0, res.stdout.replace("| C1 |", "| C9 |"), "")), "fixture_paper")
+    # the first form (out, res, slug, claims=[...]) -> metrics, used by packages written against it
+    assert check_smoke_report(out, res, "fixture_paper", claims=["C1"]) == m
+    with pytest.raises(AssertionError):
+        check_smoke_report(out, res, "fixture_paper", claims=["C1", "C2"])
+    with pytest.raises(TypeError, match="claims given twice"):
+        check_smoke_report(smoke_run, "fixture_paper", "C1", claims=["C1"])
     monkeypatch.setenv("PYTHONPATH", str(HERE))
     assert_help_is_fast("fixture_paper", ["hello", "--help"])
     fast_help_test("fixture_paper", mentions=["hello", "reproduce"])()

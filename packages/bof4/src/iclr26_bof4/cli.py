@@ -9,7 +9,7 @@ import argparse
 
 from iclr26_core.cli import Verb, paper_cli
 
-CODEBOOKS = ("nf4", "af4", "bof4-mse", "bof4-mae", "bof4s-mse", "bof4s-mae")
+from .config import CODEBOOK_NAMES
 
 
 def _opq(value: str) -> float | None:
@@ -21,13 +21,28 @@ def _opq(value: str) -> float | None:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1) or 'none', got {value!r}") from None
 
 
-def _quantize_args(p: argparse.ArgumentParser) -> None:
+def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model", required=True, help="local model directory or hub id (tiny-llama for a test run)"
     )
+    p.add_argument(
+        "--dtype",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        default="auto",
+        help="dtype to load the model in (default auto: the checkpoint's own, e.g. bfloat16 for an 8B model)",
+    )
+    p.add_argument(
+        "--device-map",
+        default=None,
+        help="where to load the model (accelerate): cpu (default), cuda, cuda:0, auto, or a JSON {module: device}",
+    )
+
+
+def _quantize_args(p: argparse.ArgumentParser) -> None:
+    _model_args(p)
     p.add_argument("--out", required=True, help="new (or empty) output directory")
     p.add_argument(
-        "--codebook", default="bof4s-mse", help=f"one of {', '.join(CODEBOOKS)} (default bof4s-mse)"
+        "--codebook", default="bof4s-mse", help=f"one of {', '.join(CODEBOOK_NAMES)} (default bof4s-mse)"
     )
     p.add_argument("--block-size", type=int, default=64, help="weights per block I (default 64)")
     p.add_argument(
@@ -44,8 +59,23 @@ def _quantize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seq-len", type=int, default=512, help="sequence length for --eval-text (default 512)")
 
 
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    _model_args(p)
+    p.add_argument("--out", help="new (or empty) directory for bench.md, bench.csv and bench.json")
+    p.add_argument("--block-size", type=int, default=64, help="weights per block / group (default 64)")
+    p.add_argument(
+        "--opq-q",
+        type=_opq,
+        default=0.95,
+        help="OPQ quantile of the bof4s-mse+opq row, or 'none' (default 0.95)",
+    )
+    p.add_argument("--skip", nargs="*", default=["lm_head"], help="module names left out of the bench")
+    p.add_argument("--max-layers", type=int, help="bench only the first N Linear layers")
+    p.add_argument("--no-peers", action="store_true", help="our methods and affine int4 only")
+
+
 def _codebook_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--name", choices=CODEBOOKS, help="print a named codebook (published or shipped)")
+    p.add_argument("--name", choices=CODEBOOK_NAMES, help="print a named codebook (published or shipped)")
     p.add_argument("--block-size", type=int, default=64, help="block size I (default 64)")
     p.add_argument("--metric", choices=["mse", "mae"], default="mse")
     p.add_argument("--signed", action="store_true", help="signed absmax (BOF4-S)")
@@ -72,6 +102,12 @@ app = paper_cli(
             "quantise every Linear of a transformers model to 4 bit and save it",
             run="iclr26_bof4.commands:quantize",
             arguments=_quantize_args,
+        ),
+        Verb(
+            "bench",
+            "side by side on a model's Linear layers: our codebooks, affine int4 and the installed peers",
+            run="iclr26_bof4.commands:bench",
+            arguments=_bench_args,
         ),
         Verb(
             "codebook",

@@ -33,21 +33,22 @@ from typing import Any
 from iclr26_core.errors import UserError
 from iclr26_core.fs import write_json
 
-from .config import CODEBOOK_NAMES, check_block_size
+from .config import AF4_BLOCK_SIZE, BOF4_VARIANTS, CODEBOOK_NAMES, check_block_size, codebook_available
 
-#: name -> (metric, signed) of the BOF4 family
-BOF4_VARIANTS: dict[str, tuple[str, bool]] = {
-    "bof4-mse": ("mse", False),
-    "bof4-mae": ("mae", False),
-    "bof4s-mse": ("mse", True),
-    "bof4s-mae": ("mae", True),
-}
 PUBLISHED_BLOCK_SIZE = 64
 ON_DEMAND_SAMPLES = 2**22
 ON_DEMAND_SEED = 0
 ON_DEMAND_THEORY_ABOVE = 2**14  # block sizes above this are derived by integration
 
-__all__ = ["CODEBOOK_NAMES", "codebook", "codebook_info", "is_signed", "resolve_codebook", "validate_levels"]
+__all__ = [
+    "BOF4_VARIANTS",
+    "CODEBOOK_NAMES",
+    "codebook",
+    "codebook_info",
+    "is_signed",
+    "resolve_codebook",
+    "validate_levels",
+]
 
 
 @lru_cache(maxsize=1)
@@ -139,10 +140,10 @@ def codebook_info(name: str = "bof4s-mse", block_size: int = 64) -> dict[str, An
             "source": "published",
         }
     if key == "af4":
-        if block_size != PUBLISHED_BLOCK_SIZE:
+        if not codebook_available(key, block_size):
             raise UserError(
-                f"AF4 is n/a for block_size={block_size}: only the published AF4 at block size 64 is shipped "
-                "(an unweighted MAE Lloyd run does not regenerate AF4)"
+                f"AF4 is n/a for block_size={block_size}: only the published AF4 at block size "
+                f"{AF4_BLOCK_SIZE} is shipped (an unweighted MAE Lloyd run does not regenerate AF4)"
             )
         return {
             "name": key,

@@ -16,6 +16,15 @@ from iclr26_core.errors import UserError
 
 #: names accepted by :func:`iclr26_bof4.codebook` (Sec. 3-4 and Table 6 of the paper)
 CODEBOOK_NAMES: tuple[str, ...] = ("nf4", "af4", "bof4-mse", "bof4-mae", "bof4s-mse", "bof4s-mae")
+#: the BOF4 family: name -> (metric the levels minimise, signed absmax)
+BOF4_VARIANTS: dict[str, tuple[str, bool]] = {
+    "bof4-mse": ("mse", False),
+    "bof4-mae": ("mae", False),
+    "bof4s-mse": ("mse", True),
+    "bof4s-mae": ("mae", True),
+}
+#: AF4 is published for this block size only (Table 6); an unweighted MAE Lloyd run does not regenerate it
+AF4_BLOCK_SIZE = 64
 MODES: tuple[str, ...] = ("fake", "packed")
 SCALE_DTYPES: tuple[str, ...] = ("auto", "float16", "float32")
 
@@ -91,6 +100,11 @@ class BOF4Config:
         if "skip" in known:
             known["skip"] = tuple(known["skip"])
         return cls(**known)
+
+
+def codebook_available(name: str, block_size: int) -> bool:
+    """Whether codebook ``name`` exists at ``block_size``: every codebook at every I ≥ 2, except AF4 (I = 64)."""
+    return name != "af4" or block_size == AF4_BLOCK_SIZE
 
 
 def check_block_size(block_size: Any) -> int:

@@ -107,6 +107,12 @@ class BOF4Linear(nn.Module):
             signed=self.signed,
         )
 
+    @property
+    def qweight(self) -> torch.Tensor:
+        """The packed 4-bit codes (uint8): what ``peft`` reads, as for other quantised layers, to find the
+        layer's device when it wraps it in a LoRA adapter."""
+        return self.codes
+
     def dequantized_weight(self) -> torch.Tensor:
         """W = m_b · x̂(code) with outliers restored: [out, in], in the original weight dtype."""
         return self.quantized().dequantize()

@@ -21,6 +21,7 @@ Stop when the largest level change is < ``tol`` (1e-8) or after ``max_iter`` (20
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -32,6 +33,10 @@ from .config import check_block_size
 
 METRICS = ("mse", "mae")
 METHODS = ("empirical", "theory")
+
+
+class LloydConvergenceWarning(RuntimeWarning):
+    """The Lloyd iteration stopped at ``max_iter`` with a level still moving by more than ``tol``."""
 
 
 class LloydResult(NamedTuple):
@@ -53,10 +58,11 @@ def gaussian_blocks(
     n_blocks = n_samples // block_size
     if n_blocks < 1:
         raise UserError(f"n_samples={n_samples} is smaller than one block of {block_size} weights")
+    from .quantizer import absmax
+
     gen = torch.Generator().manual_seed(int(seed))
     w = torch.randn(n_blocks, block_size, generator=gen, dtype=torch.float32).double()
-    j = w.abs().argmax(dim=1, keepdim=True)
-    m = w.gather(1, j) if signed else w.gather(1, j).abs()
+    m = absmax(w, signed)[:, None]
     return w / m, m.expand_as(w)
 
 
@@ -167,6 +173,7 @@ def derive_codebook(
     seed: int = 0,
     weighted: bool = True,
     fixed_levels: Sequence[float] | None = None,
+    max_iter: int = 2000,
 ) -> torch.Tensor:
     """A 16-level BOF4 codebook for block size I, optimised for the MSE or MAE of the original weights.
 
@@ -174,7 +181,9 @@ def derive_codebook(
     ``method="theory"``: the same fixed point by numerical integration (:mod:`iclr26_bof4.theory`; ``n_samples``
     and ``seed`` unused). ``signed=True`` gives BOF4-S (signed absmax). ``weighted=False`` drops the m²/|m|
     weights — the AF4-style objective of Appendix D, for ablations only. ``fixed_levels``: default
-    {0, 1} (signed) or {−1, 0, 1}; ``()`` fixes nothing. Initialised from NF4. Returns (16,) float32, ascending.
+    {0, 1} (signed) or {−1, 0, 1}; ``()`` fixes nothing. Initialised from NF4; iterates until the largest level
+    change is < 1e-8 or ``max_iter`` iterations, and warns (:class:`LloydConvergenceWarning`) when the latter
+    came first. Returns (16,) float32, ascending.
     """
     check_block_size(block_size)
     if metric not in METRICS:
@@ -183,17 +192,31 @@ def derive_codebook(
         raise UserError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
     from .codebooks import codebook
 
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise UserError(f"max_iter must be a positive integer, got {max_iter!r}")
     init, fixed = resolve_fixed(codebook("nf4").double(), signed, fixed_levels)
     if method == "theory":
         from .theory import theory_lloyd
 
-        return theory_lloyd(block_size, init, fixed, metric=metric, weighted=weighted).levels.float()
-    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < block_size:
-        raise UserError(f"n_samples must be an integer >= block_size ({block_size}), got {n_samples!r}")
-    x, m = gaussian_blocks(block_size, n_samples, seed=seed, signed=signed)
-    if not weighted:
-        w = torch.ones_like(m)
+        res = theory_lloyd(
+            block_size, init, fixed, metric=metric, weighted=weighted, signed=signed, max_iter=max_iter
+        )
     else:
-        w = m.square() if metric == "mse" else m.abs()
-    del m
-    return lloyd(x, w, init, fixed, metric=metric).levels.float()
+        if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < block_size:
+            raise UserError(f"n_samples must be an integer >= block_size ({block_size}), got {n_samples!r}")
+        x, m = gaussian_blocks(block_size, n_samples, seed=seed, signed=signed)
+        if not weighted:
+            w = torch.ones_like(m)
+        else:
+            w = m.square() if metric == "mse" else m.abs()
+        del m
+        res = lloyd(x, w, init, fixed, metric=metric, max_iter=max_iter)
+    if not res.converged:
+        warnings.warn(
+            f"derive_codebook(block_size={block_size}, metric={metric!r}, signed={signed}, method={method!r}) "
+            f"did not converge in {res.iterations} iterations (a level still moved by > 1e-8); "
+            "the levels are the last iterate",
+            LloydConvergenceWarning,
+            stacklevel=2,
+        )
+    return res.levels.float()

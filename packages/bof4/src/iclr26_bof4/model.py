@@ -9,29 +9,25 @@ modules named in ``skip`` (default ``("lm_head",)``, the QLoRA convention).
   top is numerically QLoRA);
 * ``mode="packed"``: the module is replaced by :class:`BOF4Linear` (codes, scales, outliers as buffers).
 
-``save_packed`` writes ``save_pretrained`` output plus ``bof4_quant_config.json``; ``load_packed`` rebuilds the
-model from the config, swaps in ``BOF4Linear`` shells and loads the safetensors state dict.
+Layers are quantised one at a time on the device their weight lives on (a model loaded with ``dtype`` and
+``device_map`` stays where it is); in packed mode each float weight is released when its layer is replaced,
+so an 8B model never needs two full copies. Saving and loading: :mod:`iclr26_bof4.checkpoint`.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from iclr26_core.errors import CheckpointError, UserError
-from iclr26_core.fs import write_json
+from iclr26_core.errors import UserError
 
 from .config import BOF4Config
 from .layer import BOF4Linear
 from .quantizer import quantize
-
-QUANT_CONFIG_FILE = "bof4_quant_config.json"
 
 
 def _conv1d_class() -> type | None:
@@ -184,9 +180,17 @@ def apply_to_model(
         raise UserError(
             f"no nn.Linear or Conv1D layer to quantise in {type(model).__name__} (skip={cfg.skip})"
         )
+    plan = [(name, kind) for name, _, kind in targets]
+    del targets  # hold one layer at a time: a replaced layer's float weight is freed as we go
     report = QuantReport(config=cfg.to_dict(), skipped=skipped)
     modules: dict[str, dict[str, Any]] = {}
-    for name, module, kind in targets:
+    for name, kind in plan:
+        module = model.get_submodule(name)
+        if module.weight.is_meta:
+            raise UserError(
+                f"layer {name} is offloaded (its weight is on the meta device): quantising needs every weight in "
+                "memory; load the model with a device map without disk/CPU offload"
+            )
         weight = module.weight.detach()
         w_oi = weight.t() if kind == "conv1d" else weight  # [out, in]
         q = quantize(w_oi, cfg.codebook, cfg.block_size, cfg.opq_q, scale_dtype=cfg.scale_dtype)
@@ -205,11 +209,17 @@ def apply_to_model(
                 original_nbytes=weight.numel() * weight.element_size(),
             )
         )
+        del diff
         if cfg.mode == "fake":
             module.weight.data.copy_(deq.t() if kind == "conv1d" else deq)
         else:
             layer = BOF4Linear.from_quantized(q, bias=module.bias, conv1d_layout=kind == "conv1d")
             layer.train(module.training)
+            hook = getattr(module, "_hf_hook", None)
+            if hook is not None:  # a device-mapped model: keep accelerate's device alignment on this layer
+                from accelerate.hooks import add_hook_to_module
+
+                add_hook_to_module(layer, hook)
             _set_submodule(model, name, layer)
             modules[name] = {
                 "in_features": layer.in_features,
@@ -220,6 +230,7 @@ def apply_to_model(
                 "weight_dtype": str(layer.weight_dtype).removeprefix("torch."),
                 "conv1d_layout": layer.conv1d_layout,
             }
+        del module, weight, w_oi, q, deq
     model.bof4_quant_config = {
         "quant_method": "bof4",
         "format": 1,
@@ -227,89 +238,3 @@ def apply_to_model(
         "modules": modules,
     }
     return report
-
-
-def save_packed(model: nn.Module, out_dir: str | Path) -> Path:
-    """``model.save_pretrained(out_dir)`` (safetensors) + ``bof4_quant_config.json``; returns the directory."""
-    quant_config = getattr(model, "bof4_quant_config", None)
-    if quant_config is None:
-        raise UserError("model was not quantised with iclr26_bof4.apply_to_model; nothing to save as BOF4")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    write_json(out / QUANT_CONFIG_FILE, quant_config)
-    return out
-
-
-def _load_safetensors(model_dir: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    single = model_dir / "model.safetensors"
-    index = model_dir / "model.safetensors.index.json"
-    if single.is_file():
-        files = [single]
-    elif index.is_file():
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        files = [model_dir / f for f in sorted(set(weight_map.values()))]
-    else:
-        raise CheckpointError(f"{model_dir} has no model.safetensors (or index)")
-    state: dict[str, torch.Tensor] = {}
-    for f in files:
-        try:
-            state.update(load_file(str(f)))
-        except Exception as exc:  # safetensors raises its own error types
-            raise CheckpointError(f"cannot read {f}: {exc}") from exc
-    return state
-
-
-def load_packed(model_dir: str | Path) -> nn.Module:
-    """Rebuild a model saved by :func:`save_packed` (``BOF4Linear`` modules included), in eval mode.
-
-    The model class comes from ``config.architectures[0]``; it is first built with random weights (full size
-    in memory), then the quantised layers are swapped in and the safetensors state dict is loaded strictly.
-    """
-    import transformers
-
-    path = Path(model_dir)
-    qfile = path / QUANT_CONFIG_FILE
-    if not path.is_dir():
-        raise UserError(f"model directory {str(model_dir)!r} does not exist")
-    if not qfile.is_file():
-        raise CheckpointError(f"{model_dir} has no {QUANT_CONFIG_FILE}: not a packed BOF4 model")
-    try:
-        quant_config = json.loads(qfile.read_text(encoding="utf-8"))
-        modules = quant_config["modules"]
-    except (ValueError, KeyError) as exc:
-        raise CheckpointError(f"corrupt {qfile}: {exc}") from exc
-    config = transformers.AutoConfig.from_pretrained(str(path))
-    arch = (getattr(config, "architectures", None) or [None])[0]
-    model_cls = getattr(transformers, arch, None) if arch else None
-    if model_cls is None:
-        raise CheckpointError(f"{path / 'config.json'} names no known transformers architecture ({arch!r})")
-    model = model_cls(config)
-    for name, spec in modules.items():
-        shell = BOF4Linear(
-            spec["in_features"],
-            spec["out_features"],
-            bias=spec["bias"],
-            block_size=spec["block_size"],
-            signed=spec["signed"],
-            weight_dtype=getattr(torch, spec.get("weight_dtype", "float32")),
-            conv1d_layout=spec.get("conv1d_layout", False),
-        )
-        _set_submodule(model, name, shell)
-    state = _load_safetensors(path)
-    try:
-        missing, unexpected = model.load_state_dict(state, strict=False)
-    except RuntimeError as exc:
-        raise CheckpointError(
-            f"{path}: state dict does not fit the model: {str(exc).splitlines()[0]}"
-        ) from exc
-    model.tie_weights()
-    params = dict(model.named_parameters(remove_duplicate=False))
-    loaded_ids = {id(params[k]) for k in state if k in params}
-    missing = [k for k in missing if not (k in params and id(params[k]) in loaded_ids)]
-    if missing or unexpected:
-        raise CheckpointError(f"{path}: missing keys {missing[:5]}, unexpected keys {list(unexpected)[:5]}")
-    model.bof4_quant_config = quant_config
-    return model.eval()

@@ -15,19 +15,24 @@ Always present: our codebooks through :func:`iclr26_bof4.quantize`, and ``affine
 asymmetric min/max int4 with group I (scale = (max − min)/15 and min stored in float16, 4.5 bits per weight at
 I = 64), so the comparison keeps an affine column with no peer installed.
 
-Rows: ``{"method", "tensor", "mse", "mae", "bits_per_weight", "seconds", "note"}``; errors are means over the
-tensor's weights (float64), ``seconds`` the wall time of quantise + dequantise.
+Rows: ``{"method", "tensor", "numel", "mse", "mae", "bits_per_weight", "seconds", "note"}``; errors are means
+over the tensor's weights (float64), ``seconds`` the wall time of quantise + dequantise. :mod:`.bench` turns
+them into the per-method summary and the per-tensor CSV.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 
+from .config import codebook_available
 from .quantizer import quantize
+
+DEFAULT_CODEBOOKS = ("nf4", "af4", "bof4-mse", "bof4s-mse", "bof4s-mae")
 
 PeerFn = Callable[[torch.Tensor, int], tuple[torch.Tensor, float]]
 
@@ -184,6 +189,7 @@ def _row(
     return {
         "method": method,
         "tensor": tensor,
+        "numel": None if w is None else w.numel(),
         "mse": mse,
         "mae": mae,
         "bits_per_weight": bits,
@@ -192,54 +198,69 @@ def _row(
     }
 
 
+def our_methods(
+    block_size: int,
+    codebooks: tuple[str, ...] = DEFAULT_CODEBOOKS,
+    opq_q: float | None = 0.95,
+) -> list[tuple[str, str, float | None]]:
+    """``(label, codebook, opq_q)`` of our methods in the bench: the codebooks that exist at ``block_size``
+    and, with ``opq_q``, ``bof4s-mse+opq``."""
+    ours = [(c, c, None) for c in codebooks if codebook_available(c, block_size)]
+    if opq_q is not None:
+        ours.append(("bof4s-mse+opq", "bof4s-mse", opq_q))
+    return ours
+
+
 def bench(
-    tensors: dict[str, torch.Tensor],
+    tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
     block_size: int = 64,
-    codebooks: tuple[str, ...] = ("nf4", "af4", "bof4-mse", "bof4s-mse", "bof4s-mae"),
+    codebooks: tuple[str, ...] = DEFAULT_CODEBOOKS,
     opq_q: float | None = 0.95,
     peers: tuple[str, ...] = tuple(PEERS),
+    on_tensor: Callable[[str, torch.Tensor], None] | None = None,
 ) -> list[dict]:
     """Quantise every tensor with our codebooks (+ ``bof4s-mse+opq``), ``affine-int4`` and each peer.
 
-    Returns rows ``{"method", "tensor", "mse", "mae", "bits_per_weight", "seconds", "note"}``; an unavailable
-    peer gives one row with ``tensor=None`` and ``note="unavailable: <reason>"``; a peer failing on one tensor
-    gives a row for that tensor with ``note="failed: <reason>"``.
+    ``tensors``: a mapping or an iterable of ``(name, tensor)`` pairs, consumed once (one tensor in memory at a
+    time, so a generator over a large model's layers works). ``on_tensor(name, w)`` is called for each tensor
+    (progress, extra measurements). Returns rows ``{"method", "tensor", "numel", "mse", "mae",
+    "bits_per_weight", "seconds", "note"}``; an unavailable peer gives one row with ``tensor=None`` and
+    ``note="unavailable: <reason>"``; a peer failing on one tensor a row for that tensor with
+    ``note="failed: <reason>"``. Errors are means over the tensor's weights (float64); ``seconds`` is the wall
+    time of quantise + dequantise, after one untimed warm-up call per peer.
     """
     rows: list[dict] = []
-    ours = [(c, None) for c in codebooks if not (c == "af4" and block_size != 64)]
-    if opq_q is not None:
-        ours.append(("bof4s-mse", opq_q))
-    for tname, w in tensors.items():
-        w = w.detach().cpu()
-        for cb, q in ours:
-            t0 = time.perf_counter()
-            qt = quantize(w, cb, block_size, opq_q=q)
-            deq = qt.dequantize()
-            rows.append(
-                _row(
-                    cb if q is None else f"{cb}+opq",
-                    tname,
-                    w,
-                    deq,
-                    qt.bits_per_weight,
-                    time.perf_counter() - t0,
-                )
-            )
-        t0 = time.perf_counter()
-        deq, bits = affine_int4(w, block_size)
-        rows.append(_row("affine-int4", tname, w, deq, bits, time.perf_counter() - t0))
+    runners = {}
     for peer in peers:
         run, reason = probe(peer)
         if run is None:
             rows.append(_row(peer, None, None, None, None, None, f"unavailable: {reason}"))
-            continue
-        for tname, w in tensors.items():
-            w = w.detach().cpu()
+        else:
+            # untimed warm-up: first-call work (optimum-quanto compiles a C++ extension) is not "seconds";
+            # a failure here is reported by the timed calls below, one row per tensor
+            with contextlib.suppress(Exception):
+                run(torch.randn(4, 4 * 64, generator=torch.Generator().manual_seed(0)), block_size)
+            runners[peer] = run
+    items = tensors.items() if isinstance(tensors, Mapping) else tensors
+    for tname, w in items:
+        w = w.detach().cpu()
+        if on_tensor is not None:
+            on_tensor(tname, w)
+        for label, cb, q in our_methods(block_size, codebooks, opq_q):
+            t0 = time.perf_counter()
+            qt = quantize(w, cb, block_size, opq_q=q)
+            deq = qt.dequantize()
+            rows.append(_row(label, tname, w, deq, qt.bits_per_weight, time.perf_counter() - t0))
+        t0 = time.perf_counter()
+        deq, bits = affine_int4(w, block_size)
+        rows.append(_row("affine-int4", tname, w, deq, bits, time.perf_counter() - t0))
+        for peer, run in runners.items():
             t0 = time.perf_counter()
             try:
                 deq, bits = run(w, block_size)
             except Exception as exc:  # a peer's own limits (sizes, dtypes, backends) must not stop the bench
-                rows.append(_row(peer, tname, None, None, None, None, f"failed: {type(exc).__name__}: {exc}"))
+                reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                rows.append(_row(peer, tname, None, None, None, None, f"failed: {reason}"))
                 continue
             rows.append(_row(peer, tname, w, deq.cpu(), bits, time.perf_counter() - t0))
     return rows

@@ -5,8 +5,9 @@ blocks run along the input dimension), split into B = ⌈n / I⌉ blocks of I we
 with zeros, which never count in errors. Per block b:
 
 * scale m_b — unsigned absmax (NF4, AF4, BOF4): m_b = max_i |w_{b,i}|; signed absmax (BOF4-S):
-  m_b = w_{b,j*} with j* = argmax_i |w_{b,i}| (first one on ties), so the max-magnitude weight maps to exactly
-  +1; an all-zero block gets m_b := 1. m_b is stored in float16 unless some nonzero |m_b| lies outside
+  m_b = w_{b,j*} with j* = argmax_i |w_{b,i}|, so the max-magnitude weight maps to exactly +1; when +a and −a
+  tie for the largest magnitude the positive one wins (m_b = +a, whatever the order), so +a is kept exact and
+  −a → −1 is rounded to the lowest level like any other value; an all-zero block gets m_b := 1. m_b is stored in float16 unless some nonzero |m_b| lies outside
   float16's normal range [2⁻¹⁴, 65504] (then float32). Normalisation divides by the *stored* scale.
 * normalised x = w / m_b, code = index of the nearest level, with the thresholds ξ_ℓ = (x̂_ℓ + x̂_{ℓ+1}) / 2
   computed exactly (float64): a value exactly on a threshold goes to the UPPER level.
@@ -67,12 +68,20 @@ def unpack_codes(packed: torch.Tensor, n: int) -> torch.Tensor:
     return out[:n]
 
 
+def absmax(blocks: torch.Tensor, signed: bool) -> torch.Tensor:
+    """(B, I) → (B,) block maxima in the blocks' dtype: max |w|, or the signed max-magnitude weight.
+
+    Signed ties (+a and −a both of magnitude a) resolve to +a, independently of their positions.
+    """
+    hi, lo = blocks.amax(dim=1), blocks.amin(dim=1)
+    if signed:
+        return torch.where(hi >= -lo, hi, lo)
+    return torch.maximum(hi, -lo)
+
+
 def block_scales(blocks: torch.Tensor, signed: bool) -> torch.Tensor:
-    """(B, I) → (B,) float32 scales m_b: absmax, or signed absmax; all-zero blocks get 1."""
-    j = blocks.abs().argmax(dim=1, keepdim=True)
-    m = blocks.gather(1, j).squeeze(1).float()
-    if not signed:
-        m = m.abs()
+    """(B, I) → (B,) float32 scales m_b: absmax, or signed absmax (see :func:`absmax`); all-zero blocks get 1."""
+    m = absmax(blocks, signed).float()
     return torch.where(m == 0, torch.ones_like(m), m)
 
 

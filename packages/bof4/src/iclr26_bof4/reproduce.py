@@ -5,9 +5,12 @@ Setups (all seeded from ``cfg.seed``; held-out samples never reuse a derivation 
 
 * C1 — data-driven weighted Lloyd (2^22 N(0,1) samples, I = 64) regenerates Table 6.
 * C2 — the numerical-integration solver agrees with Table 6 and with C1.
-* C3/C4 — MSE/MAE of held-out N(0,1) weights per codebook and block size, relative to NF4.
-* C5 — OPQ on a contaminated Gaussian (0.2 % of weights ×8): MSE ratio with/without OPQ over I.
-* C6 — a tiny llama trained on pydoc text, every Linear quantised at I = 64: weight MSE and ΔPPL.
+* C3/C4 — MSE/MAE per codebook and block size, relative to NF4: held-out N(0,1) weights
+  (``weights.source=gaussian``) or the Linear layers of the language model(s) (``weights.source=model``).
+* C5 — OPQ: MSE ratio with/without OPQ over I, on a contaminated Gaussian (0.2 % of weights ×8) or the
+  model's layers.
+* C6 — a tiny llama trained on pydoc text (or ``lm.model``), every Linear quantised at I = 64: weight MSE and
+  ΔPPL, mean over training seeds (headline arm) and an outlier-initialised second arm.
 """
 
 from __future__ import annotations
@@ -22,22 +25,9 @@ import torch
 from iclr26_core.report import Claim, Results, pyplot, save_figure
 
 from .codebooks import codebook
-from .config import CODEBOOK_NAMES
+from .config import BOF4_VARIANTS, CODEBOOK_NAMES
 from .lloyd import derive_codebook
-from .quantizer import quantization_error
-
-FAMILY = {
-    "bof4-mse": ("mse", False),
-    "bof4-mae": ("mae", False),
-    "bof4s-mse": ("mse", True),
-    "bof4s-mae": ("mae", True),
-}
-# seed offsets so that no experiment reuses another's random numbers
-DERIVE, HELDOUT, CONTAMINATED, BENCH = 0, 10_000, 20_000, 30_000
-
-
-def _available(name: str, block_size: int) -> bool:
-    return not (name == "af4" and block_size != 64)
+from .synthetic import DERIVE
 
 
 def _maxdiff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -47,8 +37,8 @@ def _maxdiff(a: torch.Tensor, b: torch.Tensor) -> float:
 # ------------------------------------------------------------------------------------------------ C1, C2
 def claim_c1(cfg: Any, ctx: Any) -> tuple[Claim, dict[str, Any]]:
     derived, diffs = {}, {}
-    for name in ctx.progress(list(FAMILY), desc="C1 Lloyd codebooks"):
-        metric, signed = FAMILY[name]
+    for name in ctx.progress(list(BOF4_VARIANTS), desc="C1 Lloyd codebooks"):
+        metric, signed = BOF4_VARIANTS[name]
         levels = derive_codebook(
             64, metric=metric, signed=signed, n_samples=int(cfg.c1.n_samples), seed=cfg.seed + DERIVE
         )
@@ -71,7 +61,7 @@ def claim_c1(cfg: Any, ctx: Any) -> tuple[Claim, dict[str, Any]]:
 def claim_c2(cfg: Any, ctx: Any, c1: dict[str, Any]) -> tuple[Claim, dict[str, Any]]:
     theory, vs_table, vs_data = {}, {}, {}
     for name in ctx.progress(["bof4-mse", "bof4s-mse"], desc="C2 integration"):
-        metric, signed = FAMILY[name]
+        metric, signed = BOF4_VARIANTS[name]
         levels = derive_codebook(64, metric=metric, signed=signed, method="theory")
         theory[name] = levels.tolist()
         vs_table[name] = _maxdiff(levels, codebook(name, 64))
@@ -91,64 +81,69 @@ def claim_c2(cfg: Any, ctx: Any, c1: dict[str, Any]) -> tuple[Claim, dict[str, A
 
 
 # ------------------------------------------------------------------------------------------------ C3, C4
-def measure_errors(cfg: Any, ctx: Any) -> dict[str, Any]:
-    """{"mse"|"mae": {codebook: {I: mean over seeds}}} on held-out N(0,1) weights."""
-    sizes = [int(i) for i in cfg.errors.block_sizes]
-    out: dict[str, dict[str, dict[int, float]]] = {"mse": {}, "mae": {}}
-    jobs = [
-        (s, i, c)
-        for s in range(int(cfg.errors.seeds))
-        for i in sizes
-        for c in CODEBOOK_NAMES
-        if _available(c, i)
-    ]
-    sums: dict[tuple[str, int], list[float]] = {}
-    weights: dict[int, torch.Tensor] = {}
-    for seed, block, name in ctx.progress(jobs, desc="C3/C4 held-out errors"):
-        if seed not in weights:
-            gen = torch.Generator().manual_seed(cfg.seed + HELDOUT + seed)
-            weights = {seed: torch.randn(int(cfg.errors.n_samples), generator=gen)}
-        err = quantization_error(weights[seed], name, block)
-        acc = sums.setdefault((name, block), [0.0, 0.0])
-        acc[0] += err["mse"] / cfg.errors.seeds
-        acc[1] += err["mae"] / cfg.errors.seeds
-    for (name, block), (mse, mae) in sums.items():
-        out["mse"].setdefault(name, {})[block] = mse
-        out["mae"].setdefault(name, {})[block] = mae
-    return out
-
-
 def _rel(errs: dict[str, dict[int, float]], name: str, block: int) -> float:
     return errs[name][block] / errs["nf4"][block]
 
 
-def claim_c3(errs: dict[str, Any], sizes: list[int]) -> Claim:
-    mse = errs["mse"]
-    every_i = all(mse["bof4-mse"][i] < mse["nf4"][i] for i in sizes)
-    at64 = 64 in sizes and mse["bof4-mse"][64] < mse["af4"][64] and mse["af4"][64] > mse["nf4"][64]
-    measured = {f"BOF4/NF4@{i}": round(_rel(mse, "bof4-mse", i), 4) for i in sizes}
-    if 64 in sizes:
-        measured["AF4/NF4@64"] = round(_rel(mse, "af4", 64), 4)
+def _short(label: str) -> str:
+    """A model label for the measured column: the last path component of a hub id or directory."""
+    return label.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _per_source(by: dict[str, Any], measure) -> tuple[dict[str, Any], bool]:
+    """Apply ``measure(errs) -> (measured, holds)`` to every weight source; keys prefixed when several."""
+    measured: dict[str, Any] = {}
+    holds = True
+    for label, errs in by.items():
+        m, h = measure(errs)
+        holds = holds and h
+        measured.update(m if len(by) == 1 else {f"{_short(label)}: {k}": v for k, v in m.items()})
+    return measured, holds
+
+
+def _where(by: dict[str, Any]) -> str:
+    labels = list(by)
+    if labels == ["N(0,1)"]:
+        return "held-out N(0,1) weights, mean over seeds"
+    return "Linear layers of " + ", ".join(labels)
+
+
+def claim_c3(by: dict[str, Any], sizes: list[int]) -> Claim:
+    """``by``: {weight source: {"mse": {codebook: {I: MSE}}, "mae": ...}}; the rule must hold for each source."""
+
+    def measure(errs):
+        mse = errs["mse"]
+        every_i = all(mse["bof4-mse"][i] < mse["nf4"][i] for i in sizes)
+        at64 = 64 in sizes and mse["bof4-mse"][64] < mse["af4"][64] and mse["af4"][64] > mse["nf4"][64]
+        measured = {f"BOF4/NF4@{i}": round(_rel(mse, "bof4-mse", i), 4) for i in sizes}
+        if 64 in sizes:
+            measured["AF4/NF4@64"] = round(_rel(mse, "af4", 64), 4)
+        return measured, every_i and at64
+
+    measured, holds = _per_source(by, measure)
     return Claim(
         "C3",
         "BOF4 lowers the quantisation MSE vs NF4 at every block size, and vs AF4",
         "MSE 1.566 vs 1.637 (NF4), 1.762 (AF4); Fig. 2",
         measured,
-        every_i and at64,
+        holds,
         "MSE(BOF4) < MSE(NF4) at every I; at I=64 MSE(BOF4) < MSE(AF4) and MSE(AF4) > MSE(NF4)",
-        "held-out N(0,1) weights, mean over seeds",
+        _where(by),
     )
 
 
-def claim_c4(errs: dict[str, Any], sizes: list[int]) -> Claim:
-    mse, mae = errs["mse"], errs["mae"]
-    below_bof4 = all(mse["bof4s-mse"][i] < mse["bof4-mse"][i] for i in sizes)
-    rel64 = _rel(mse, "bof4s-mse", 64)
-    lowest_mae = min(mae, key=lambda c: mae[c].get(64, math.inf))
-    holds = below_bof4 and rel64 <= 0.92 and lowest_mae == "bof4s-mae"
-    measured = {f"BOF4-S/NF4@{i}": round(_rel(mse, "bof4s-mse", i), 4) for i in sizes}
-    measured["lowest MAE@64"] = lowest_mae
-    measured["BOF4-S(MAE) MAE/NF4@64"] = round(_rel(mae, "bof4s-mae", 64), 4)
+def claim_c4(by: dict[str, Any], sizes: list[int]) -> Claim:
+    def measure(errs):
+        mse, mae = errs["mse"], errs["mae"]
+        below_bof4 = all(mse["bof4s-mse"][i] < mse["bof4-mse"][i] for i in sizes)
+        rel64 = _rel(mse, "bof4s-mse", 64)
+        lowest_mae = min(mae, key=lambda c: mae[c].get(64, math.inf))
+        measured = {f"BOF4-S/NF4@{i}": round(_rel(mse, "bof4s-mse", i), 4) for i in sizes}
+        measured["lowest MAE@64"] = lowest_mae
+        measured["BOF4-S(MAE) MAE/NF4@64"] = round(_rel(mae, "bof4s-mae", 64), 4)
+        return measured, below_bof4 and rel64 <= 0.92 and lowest_mae == "bof4s-mae"
+
+    measured, holds = _per_source(by, measure)
     return Claim(
         "C4",
         "signed absmax (BOF4-S) reduces the error further",
@@ -156,70 +151,102 @@ def claim_c4(errs: dict[str, Any], sizes: list[int]) -> Claim:
         measured,
         holds,
         "MSE(BOF4-S) < MSE(BOF4) at every I, <= 0.92 x MSE(NF4) at I=64, BOF4-S(MAE) lowest MAE at I=64",
-        "MSE codebooks scored on MSE, MAE codebooks on MAE",
+        f"MSE codebooks scored on MSE, MAE codebooks on MAE; {_where(by)}",
     )
 
 
 # ------------------------------------------------------------------------------------------------------ C5
-def contaminated_gaussian(n: int, p: float, factor: float, generator: torch.Generator) -> torch.Tensor:
-    """w ~ N(0,1); each weight independently with probability ``p`` multiplied by ``factor``. Shape [n]."""
-    w = torch.randn(n, generator=generator)
-    hit = torch.rand(n, generator=generator) < p
-    return torch.where(hit, w * factor, w)
-
-
-def claim_c5(cfg: Any, ctx: Any) -> tuple[Claim, dict[str, Any]]:
+def claim_c5(by: dict[str, Any], cfg: Any) -> Claim:
+    """``by``: {weight source: {"ratio": {I: r}, "outlier_fraction": {I: f}}}."""
     sizes = [int(i) for i in cfg.opq.block_sizes]
-    ratios = {i: 0.0 for i in sizes}
-    frac = {i: 0.0 for i in sizes}
-    seeds = int(cfg.opq.seeds)
-    for s in ctx.progress(range(seeds), desc="C5 OPQ"):
-        gen = torch.Generator().manual_seed(cfg.seed + CONTAMINATED + s)
-        w = contaminated_gaussian(
-            int(cfg.opq.n_samples), float(cfg.opq.p_outlier), float(cfg.opq.factor), gen
-        )
-        for i in sizes:
-            plain = quantization_error(w, "bof4s-mse", i)
-            opq = quantization_error(w, "bof4s-mse", i, opq_q=float(cfg.opq.q))
-            ratios[i] += opq["mse"] / plain["mse"] / seeds
-            frac[i] += opq["outlier_fraction"] / seeds
-    decreasing = all(ratios[a] > ratios[b] for a, b in itertools.pairwise(sizes))
-    holds = ratios.get(64, math.inf) <= 0.8 and decreasing
-    claim = Claim(
+    limit = float(cfg.opq.max_ratio)
+
+    def measure(opq):
+        ratios = opq["ratio"]
+        decreasing = all(ratios[a] > ratios[b] for a, b in itertools.pairwise(sizes))
+        return {f"I={i}": round(ratios[i], 4) for i in sizes}, ratios.get(
+            64, math.inf
+        ) <= limit and decreasing
+
+    measured, holds = _per_source(by, measure)
+    fractions = "; ".join(
+        ", ".join(f"{opq['outlier_fraction'][i]:.2%}" for i in sizes)
+        + ("" if len(by) == 1 else f" ({_short(k)})")
+        for k, opq in by.items()
+    )
+    where = f"contaminated Gaussian (p={cfg.opq.p_outlier}, x{cfg.opq.factor})"
+    return Claim(
         "C5",
         "OPQ removes the outlier mismatch; the benefit grows with the block size",
         "MSE 1.441 -> 1.367 (Table 1); Fig. 9",
-        {f"I={i}": round(r, 4) for i, r in ratios.items()},
+        measured,
         holds,
-        "MSE(BOF4-S+OPQ)/MSE(BOF4-S) <= 0.8 at I=64 and strictly decreasing in I",
-        "outlier fraction " + ", ".join(f"{frac[i]:.2%}" for i in sizes) + f" (q={cfg.opq.q})",
+        f"MSE(BOF4-S+OPQ)/MSE(BOF4-S) <= {limit:g} at I=64 and strictly decreasing in I",
+        f"outlier fraction {fractions} (q={cfg.opq.q}); "
+        + (where if list(by) == ["contaminated"] else _where(by)),
     )
-    return claim, {"ratio": ratios, "outlier_fraction": frac}
 
 
 # ------------------------------------------------------------------------------------------------------ C6
-def claim_c6(cfg: Any, ctx: Any) -> tuple[Claim, dict[str, Any]]:
-    from .lm import quantised_lm_errors
+def _fmt_spread(d: dict[str, float]) -> str:
+    """mean ± sd (SE) and whether the mean is resolved from zero (|mean| > 2 SE)."""
+    if d["n"] < 2:
+        return f"{d['mean']:+.3f} (1 seed: spread not measured)"
+    verdict = "resolved" if abs(d["mean"]) > 2 * d["se"] else "not resolved"
+    return f"{d['mean']:+.3f} ± {d['sd']:.3f} sd, SE {d['se']:.3f}: {verdict} (|mean| > 2 SE)"
 
-    res = quantised_lm_errors(cfg.lm, ctx, seed=cfg.seed)
-    mse, dppl = res["weight_mse"], res["delta_ppl"]
-    ratio = mse["bof4s-mse+opq"] / mse["nf4"]
-    holds = ratio <= 0.88 and dppl["bof4s-mse+opq"] <= dppl["nf4"]
-    measured = {"MSE ratio vs NF4": round(ratio, 4), **{f"dPPL {k}": round(v, 4) for k, v in dppl.items()}}
-    claim = Claim(
+
+def claim_c6(c6: dict[str, Any]) -> Claim:
+    """``c6``: {"headline": {model: summarise_arm(...)}, "outliers": {...} or {}}; the verdict uses the headline
+    arm (the paper's setting), for every model."""
+    head = c6["headline"]
+    measured: dict[str, Any] = {}
+    holds, notes = True, []
+    for label, res in head.items():
+        mse, dppl = res["weight_mse"], res["delta_ppl"]
+        ratio = mse["bof4s-mse+opq"] / mse["nf4"]
+        holds = holds and ratio <= 0.88 and dppl["bof4s-mse+opq"] <= dppl["nf4"]
+        m = {"MSE ratio vs NF4": round(ratio, 4), **{f"dPPL {k}": round(v, 4) for k, v in dppl.items()}}
+        measured.update(m if len(head) == 1 else {f"{_short(label)}: {k}": v for k, v in m.items()})
+        notes.append(
+            f"{label}: FP PPL {res['ppl_fp']:.3f}, {len(res['seeds'])} seed(s); dPPL(BOF4-S+OPQ) - dPPL(NF4) per "
+            f"seed {_fmt_spread(res['paired_diff'])}"
+        )
+        if "second_order" in res:
+            so, fo = res["second_order"], res["first_order"]
+            notes.append(
+                "dPPL split (W +/- delta, mean): second-order part nf4 "
+                f"{so['nf4']:.3f} vs bof4s-mse+opq {so['bof4s-mse+opq']:.3f}, first-order part {fo['nf4']:+.3f} vs "
+                f"{fo['bof4s-mse+opq']:+.3f}; second-order paired diff per seed "
+                f"{_fmt_spread(res['second_order_diff'])}"
+            )
+    for res in c6.get("outliers", {}).values():
+        mse, dppl, d = res["weight_mse"], res["delta_ppl"], res["paired_diff"]
+        measured["outlier arm: MSE ratio vs NF4"] = round(mse["bof4s-mse+opq"] / mse["nf4"], 4)
+        measured["outlier arm: dPPL nf4"] = round(dppl["nf4"], 4)
+        measured["outlier arm: dPPL bof4s-mse+opq"] = round(dppl["bof4s-mse+opq"], 4)
+        notes.append(
+            f"outlier arm ({res['what']}, {len(res['seeds'])} seeds, not the verdict): FP PPL {res['ppl_fp']:.3f}, "
+            f"paired diff {_fmt_spread(d)}"
+            + (
+                f", second-order {_fmt_spread(res['second_order_diff'])}"
+                if "second_order_diff" in res
+                else ""
+            )
+        )
+    return Claim(
         "C6",
         "BOF4-S+OPQ degrades a language model least",
         "PPL 8.43 vs 8.53 (NF4), 8.51 (AF4)",
         measured,
         holds,
-        "weight MSE(BOF4-S+OPQ) <= 0.88 x NF4's and mean dPPL(BOF4-S+OPQ) <= NF4's",
-        f"{res['model']}: FP32 PPL {res['ppl_fp']:.3f}; mean over {len(res['seeds'])} seed(s)",
+        "headline arm: weight MSE(BOF4-S+OPQ) <= 0.88 x NF4's and mean dPPL(BOF4-S+OPQ) <= NF4's",
+        "; ".join(notes),
     )
-    return claim, res
 
 
 # ---------------------------------------------------------------------------------------------- figures
-def error_figure(errs: dict[str, Any], opq: dict[str, Any], path: Any) -> str:
+def error_figure(errs: dict[str, Any], opq: dict[str, Any], path: Any, where: str = "N(0,1) weights") -> str:
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for ax, metric in zip(axes[:2], ("mse", "mae")):
@@ -230,46 +257,82 @@ def error_figure(errs: dict[str, Any], opq: dict[str, Any], path: Any) -> str:
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set_xlabel("block size I")
         ax.set_ylabel(f"{metric.upper()} / {metric.upper()}(NF4)")
-        ax.set_title(f"{metric.upper()} relative to NF4 (N(0,1) weights)")
+        ax.set_title(f"{metric.upper()} relative to NF4", fontsize=10)
     axes[0].legend(fontsize=8)
     sizes = sorted(opq["ratio"])
     axes[2].plot(sizes, [opq["ratio"][i] for i in sizes], "o-", color="C3")
     axes[2].set_xscale("log", base=2)
     axes[2].set_xlabel("block size I")
     axes[2].set_ylabel("MSE(BOF4-S+OPQ) / MSE(BOF4-S)")
-    axes[2].set_title("OPQ on a contaminated Gaussian")
+    axes[2].set_title("OPQ", fontsize=10)
+    fig.suptitle(where, fontsize=9)
     fig.tight_layout()
     return save_figure(fig, path)
 
 
 def run(cfg: Any, ctx: Any) -> Results:
-    """Run C1-C6 (and the peers bench when asked or available); figures and codebooks.json in ctx.run_dir."""
+    """C1-C6, then the bench (``bench=true``); figures, codebooks.json and bench files in ``ctx.run_dir``."""
+    from .bench import reproduce_bench
+    from .lm import evaluate_arms, language_models, summarise_arm
+    from .measure import contaminated_opq, gaussian_errors, model_errors
+
     c1, c1_raw = claim_c1(cfg, ctx)
     c2, c2_raw = claim_c2(cfg, ctx, c1_raw)
     sizes = [int(i) for i in cfg.errors.block_sizes]
-    errs = measure_errors(cfg, ctx)
+    source = str(cfg.weights.source)
+    if source not in ("gaussian", "model"):
+        from iclr26_core.errors import UserError
+
+        raise UserError(f"weights.source must be gaussian or model, got {source!r}")
+    errs: dict[str, Any] = {}
+    opq: dict[str, Any] = {}
+    if source == "gaussian":
+        errs["N(0,1)"] = gaussian_errors(cfg, ctx)
+        opq["contaminated"] = contaminated_opq(cfg, ctx)
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    bench, benched = None, False
+    for item in language_models(cfg.lm, ctx, seed=cfg.seed):
+        model, key = item["model"], (item["arm"], item["name"])
+        if source == "model" and item["arm"] == "headline" and item["name"] not in errs:
+            errs[item["name"]], opq[item["name"]] = model_errors(model, cfg, ctx, _short(item["name"]))
+        row = evaluate_arms(model, item["val"], cfg.lm, ctx, desc=f"C6 {item['arm']} seed {item['seed']}")
+        rows.setdefault(key, []).append({"seed": item["seed"], **row})
+        if not benched and item["arm"] == "headline":  # the first headline model's layers go into the bench
+            bench, benched = reproduce_bench(cfg, ctx, model=model), True
+        del model, item
+    c6: dict[str, dict[str, Any]] = {"headline": {}, "outliers": {}}
+    for (arm, name), arm_rows in rows.items():
+        c6[arm][name] = summarise_arm(arm_rows)
+        if arm == "outliers":
+            o = cfg.lm.outlier_arm
+            c6[arm][name]["what"] = f"{o.p:.1%} of the initial Linear weights x{o.factor:g}"
     c3, c4 = claim_c3(errs, sizes), claim_c4(errs, sizes)
-    c5, c5_raw = claim_c5(cfg, ctx)
-    c6, c6_raw = claim_c6(cfg, ctx)
-    lm_model = c6_raw.pop("_model")
-    figures = [error_figure(errs, c5_raw, ctx.run_dir / "error_vs_blocksize.png")]
+    c5 = claim_c5(opq, cfg)
+    c6_claim = claim_c6(c6)
+    first = next(iter(errs.values()))
+    figures = [
+        error_figure(first, next(iter(opq.values())), ctx.run_dir / "error_vs_blocksize.png", _where(errs))
+    ]
     books = {
         "table6_and_baselines": {n: codebook(n, 64).tolist() for n in CODEBOOK_NAMES},
         "c1_data_driven": c1_raw["derived"],
         "c2_theory": c2_raw["levels"],
-        "other_block_sizes": {i: {n: codebook(n, i).tolist() for n in FAMILY} for i in sizes if i != 64},
+        "other_block_sizes": {
+            i: {n: codebook(n, i).tolist() for n in BOF4_VARIANTS} for i in sizes if i != 64
+        },
     }
     (ctx.run_dir / "codebooks.json").write_text(json.dumps(books, indent=1))
     metrics: dict[str, Any] = {
         "c1": c1_raw["max_abs_diff"],
         "c2": {k: v for k, v in c2_raw.items() if k != "levels"},
-        "errors": errs,
-        "opq": c5_raw,
-        "lm": c6_raw,
+        "weights_source": source,
+        "errors": first if len(errs) == 1 else None,
+        "errors_by_source": errs,
+        "opq": next(iter(opq.values())) if len(opq) == 1 else None,
+        "opq_by_source": opq,
+        "lm": next(iter(c6["headline"].values())) if len(c6["headline"]) == 1 else None,
+        "c6": c6,
     }
-    from .bench import maybe_bench
-
-    bench = maybe_bench(cfg, ctx, model=lm_model)
     if bench is not None:
         metrics["bench"] = bench
-    return Results([c1, c2, c3, c4, c5, c6], metrics=metrics, figures=figures)
+    return Results([c1, c2, c3, c4, c5, c6_claim], metrics=metrics, figures=figures)

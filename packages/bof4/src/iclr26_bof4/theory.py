@@ -6,16 +6,26 @@ For Gaussian weights (g, G = N(0, 1) pdf and cdf) in blocks of I, the absolute b
 
 and given M = m every other weight of the block is N(0, 1) truncated to [−m, m]; its normalised value X = W/m
 has the conditional cdf F(x | m) = [G(m x) − G(−m)] / [2G(m) − 1] (the same law for signed and unsigned
-absmax, p_W being symmetric). The block maxima themselves are point masses at ±1 (unsigned) or +1 (signed)
-that sit on fixed levels and never enter an update.
+absmax, p_W being symmetric). A fraction (I − 1)/I of the normalised samples are these non-max values, with the
+joint density 2(I − 1) K(m) g(m x) m over (m, x), K(m) = (2G(m) − 1)^{I−2} g(m).
+
+The block maxima themselves (a fraction 1/I) are point masses: at ±1 with half the mass each (unsigned) or all
+at +1 (signed), with the joint density 2 (2G(m) − 1) K(m) over m. With the default fixed levels they sit on a
+fixed level and never enter an update; with free ends (``fixed_levels=()``, or BOF4-S without +1 fixed) they
+belong to the region of the outermost level and pull it outwards — the data-driven Lloyd sees them as samples,
+so the integration must count them too.
 
 With sample weight m^p (p = 2 for the MSE objective on the original weights, p = 1 for MAE, p = 0 for the
-unweighted AF4-style objective) and the kernel K(m) = (2G(m) − 1)^{I−2} g(m), the centroid of the region
-[a, b] ⊂ [−1, 1] is (substituting u = m x)
+unweighted AF4-style objective), dividing every mass by 2(I − 1), the centroid of the region [a, b] ⊂ [−1, 1]
+is (substituting u = m x)
 
-    MSE:  x̂ = ∫₀^∞ m^{p−1} (g(m a) − g(m b)) K(m) dm  /  ∫₀^∞ m^p (G(m b) − G(m a)) K(m) dm,
+    MSE:  x̂ = [∫₀^∞ m^{p−1} (g(m a) − g(m b)) K(m) dm + P₊ − P₋]  /  [∫₀^∞ m^p (G(m b) − G(m a)) K(m) dm + P₊ + P₋],
 
-    MAE:  x̂ solves  ∫ m^p K(m) [G(m x̂) − G(m a)] dm = ½ ∫ m^p K(m) [G(m b) − G(m a)] dm   (bisection).
+    MAE:  x̂ solves  ∫ m^p K(m) [G(m x̂) − G(m a)] dm + P₋ = ½ (∫ m^p K(m) [G(m b) − G(m a)] dm + P₊ + P₋),
+
+where P₊ (P₋) is the weighted point mass at +1 (−1) when the region contains it (b = 1, resp. a = −1), else 0:
+P± = ∫ m^p (2G(m) − 1) K(m) dm / (2(I − 1)) each for unsigned absmax, P₊ = ∫ m^p (2G(m) − 1) K(m) dm / (I − 1),
+P₋ = 0 for signed absmax. (The paper's and the spec's equations leave P out: they assume ±1 fixed.)
 
 The MAE form is our reading (inferred): the paper's printed equation omits the lower-limit terms G(m a).
 Integrals use fixed Gauss–Legendre nodes on m ∈ [0, 10] (default 1000), vectorised over all levels;
@@ -82,15 +92,44 @@ def kernel(block_size: int, power: float, n_nodes: int = 1000) -> tuple[torch.Te
     return m, w * torch.exp(log_k - log_k.max())
 
 
+def point_masses(
+    a: torch.Tensor, b: torch.Tensor, block_size: int, signed: bool | None, m: torch.Tensor, kw: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weighted point masses ``(P₊, P₋)`` (L,) of the block maxima at +1 / −1 in each region [a_ℓ, b_ℓ].
+
+    In the units of :func:`kernel` (non-max masses divided by 2(I − 1)): the maxima's total is
+    ∫ m^p (2G(m) − 1) K(m) dm / (I − 1), all at +1 (``signed=True``) or half at each of ±1 (``signed=False``);
+    ``signed=None`` leaves them out (the paper's equations, valid when ±1 are fixed levels). A region holds
+    +1 iff b = 1 and −1 iff a = −1.
+    """
+    zero = torch.zeros_like(a, dtype=torch.float64)
+    if signed is None or block_size < 2:
+        return zero, zero
+    total = float((torch.special.erf(m / SQRT2) * kw).sum()) / (block_size - 1)
+    plus = torch.where(b >= 1.0, total if signed else total / 2, 0.0).double()
+    minus = zero if signed else torch.where(a <= -1.0, total / 2, 0.0).double()
+    return plus, minus
+
+
 def mse_centroids(
-    a: torch.Tensor, b: torch.Tensor, block_size: int, power: float = 2.0, n_nodes: int = 1000
+    a: torch.Tensor,
+    b: torch.Tensor,
+    block_size: int,
+    power: float = 2.0,
+    n_nodes: int = 1000,
+    signed: bool | None = None,
 ) -> torch.Tensor:
-    """Weighted mean of X over each region [a_ℓ, b_ℓ] (a, b: (L,) float64, clipped to [−1, 1]) → (L,)."""
+    """Weighted mean of X over each region [a_ℓ, b_ℓ] (a, b: (L,) float64, clipped to [−1, 1]) → (L,).
+
+    ``signed``: count the block maxima's point masses at ±1 for signed (True) or unsigned (False) absmax;
+    None leaves them out (the non-max values alone).
+    """
     m, kw = kernel(block_size, power, n_nodes)  # kw includes m^power
-    a = a.double().clamp(-1.0, 1.0)[:, None]
-    b = b.double().clamp(-1.0, 1.0)[:, None]
-    num = ((_pdf(m * a) - _pdf(m * b)) * (kw / m)).sum(1)
-    den = ((_cdf(m * b) - _cdf(m * a)) * kw).sum(1)
+    a = a.double().clamp(-1.0, 1.0)
+    b = b.double().clamp(-1.0, 1.0)
+    plus, minus = point_masses(a, b, block_size, signed, m, kw)
+    num = ((_pdf(m * a[:, None]) - _pdf(m * b[:, None])) * (kw / m)).sum(1) + plus - minus
+    den = ((_cdf(m * b[:, None]) - _cdf(m * a[:, None])) * kw).sum(1) + plus + minus
     return num / den
 
 
@@ -102,23 +141,27 @@ def mae_centroids(
     n_nodes: int = 1000,
     init: torch.Tensor | None = None,
     max_steps: int = 100,
+    signed: bool | None = None,
 ) -> torch.Tensor:
     """Weighted median of X over each region [a_ℓ, b_ℓ] (L,): root of h(x) on [a, b], h increasing.
 
-    h(x) = ∫ m^p K(m) [G(m x) − G(m a)] dm − ½ ∫ m^p K(m) [G(m b) − G(m a)] dm, h'(x) = ∫ m^{p+1} K g(m x) dm.
+    h(x) = ∫ m^p K(m) [G(m x) − G(m a)] dm + P₋ − ½ (∫ m^p K(m) [G(m b) − G(m a)] dm + P₊ + P₋),
+    h'(x) = ∫ m^{p+1} K g(m x) dm (P± the block maxima's point masses, see :func:`point_masses`; when a point
+    mass holds more than half the region's weight there is no root and the median is that end, ±1).
     Safeguarded Newton (a Newton step leaving the bracket is replaced by bisection), started at ``init``
     (e.g. the current levels) or the midpoints; stops when the largest step is < 1e-13.
     """
     m, kw = kernel(block_size, power, n_nodes)
     a = a.double().clamp(-1.0, 1.0)
     b = b.double().clamp(-1.0, 1.0)
+    plus, minus = point_masses(a, b, block_size, signed, m, kw)
     ga = _cdf(m * a[:, None])
-    half = 0.5 * ((_cdf(m * b[:, None]) - ga) * kw).sum(1)
+    half = 0.5 * (((_cdf(m * b[:, None]) - ga) * kw).sum(1) + plus + minus)
     lo, hi = a.clone(), b.clone()
     x = (a + b) / 2 if init is None else torch.minimum(torch.maximum(init.double(), a), b)
     for _ in range(max_steps):
         z = m * x[:, None]
-        h = ((_cdf(z) - ga) * kw).sum(1) - half
+        h = ((_cdf(z) - ga) * kw).sum(1) + minus - half  # P₋ (at x = a) lies below every x
         dh = (_pdf(z) * (kw * m)).sum(1)
         below = h < 0  # the root lies above x
         lo = torch.where(below, x, lo)
@@ -142,11 +185,14 @@ def theory_lloyd(
     tol: float = 1e-8,
     max_iter: int = 2000,
     n_nodes: int = 1000,
+    signed: bool = True,
 ) -> LloydResult:
     """Lloyd iteration with centroids by integration; ``init``/``fixed``: (L,) start levels and fixed mask.
 
     The region of level ℓ is [ξ_{ℓ−1}, ξ_ℓ] ∩ [−1, 1] (ξ the midpoints; the lowest region starts at −1 — for
-    BOF4-S this is the free lowest level). Weights m² (MSE) or |m| (MAE), or 1 with ``weighted=False``.
+    BOF4-S this is the free lowest level). Weights m² (MSE) or |m| (MAE), or 1 with ``weighted=False``. The
+    block maxima (at +1 for ``signed``, at ±1 otherwise) count in the outermost regions, so free ends come out
+    as the data-driven Lloyd's.
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}")
@@ -159,7 +205,8 @@ def theory_lloyd(
         mids = (levels[:-1] + levels[1:]) / 2
         a, b = torch.cat([-one, mids]), torch.cat([mids, one])
         if metric == "mse":
-            return mse_centroids(a, b, block_size, power=power, n_nodes=n_nodes), b <= a
-        return mae_centroids(a, b, block_size, power=power, n_nodes=n_nodes, init=levels), b <= a
+            return mse_centroids(a, b, block_size, power=power, n_nodes=n_nodes, signed=signed), b <= a
+        kw = dict(power=power, n_nodes=n_nodes, init=levels, signed=signed)
+        return mae_centroids(a, b, block_size, **kw), b <= a
 
     return iterate(levels, centroids, fixed, tol, max_iter)

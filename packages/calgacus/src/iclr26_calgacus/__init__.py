@@ -4,10 +4,13 @@ Public API (imported lazily, so ``import iclr26_calgacus`` does not import torch
 
     encode, decode, Stegotext, plausibility      the protocol          (protocol.py)
     token_ranks, tokens_from_ranks, RankLM       the two primitives    (ranks.py)
+    CoverFilter                                  canonical / whitespace filter (canonical.py)
     HFRankLM                                     transformers adapter  (hf.py)
+    LlamaCppRankLM                               GGUF via llama-cpp-python (llamacpp.py, optional peer)
     CharNGramLM                                  Kneser–Ney n-gram LM  (ngram.py)
+    ac_encode, ac_decode                         arithmetic-coding baseline (arithmetic.py)
     load_tiny                                    the tiny offline model (tiny.py)
-    CalgacusConfig, CalgacusError
+    CalgacusConfig, CalgacusError, CalgacusWarning
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
     __name__,
     "iclr26-calgacus",
     {
-        "protocol": "encode decode Stegotext plausibility random_rank_text",
+        "protocol": "encode decode Stegotext plausibility random_rank_text CalgacusWarning prompt_check",
+        "canonical": "CoverFilter",
+        "llamacpp": "LlamaCppRankLM",
+        "arithmetic": "ac_encode ac_decode ArithmeticStegotext",
         "ranks": "token_ranks tokens_from_ranks RankLM rank_of token_at_rank CalgacusError",
         "hf": "HFRankLM resolve_model",
         "ngram": "CharNGramLM",

@@ -120,3 +120,30 @@ def replace_last_word(key: str, word: str = "banana") -> str:
     last = m[-1]
     repl = word if last.group(0) != word else "apple"
     return key[: last.start()] + repl + key[last.end() :]
+
+
+def encoder_judge_split(texts: list[str]) -> tuple[list[str], list[str]]:
+    """Split training texts into two halves of about equal size (largest first, each to the lighter half):
+    the C4 encoders learn from the first, the judge from the second, so the judge never saw their text."""
+    enc: list[str] = []
+    judge: list[str] = []
+    n_enc = n_judge = 0
+    for t in sorted(texts, key=len, reverse=True):
+        if n_enc <= n_judge:
+            enc.append(t)
+            n_enc += len(t)
+        else:
+            judge.append(t)
+            n_judge += len(t)
+    return enc, judge
+
+
+def copied_from(cover: str, secret: str) -> int:
+    """The first position from which the cover equals the secret to the end (``len(cover)`` if it never
+    does, ``0`` if the whole cover is the secret): a finite-context encoder's cover copies the secret once
+    its context matches the secret's (see ``ngram.py``)."""
+    n = len(cover)
+    i = n
+    while i > 0 and i <= len(secret) and cover[i - 1] == secret[i - 1]:
+        i -= 1
+    return i if n == len(secret) else n

@@ -24,6 +24,13 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="cover alphabet filter (default: canonical for BPE tokenizers, all for char vocabularies)",
     )
     p.add_argument("--trailer", default=None, help="fixed trailer appended to the secret (e.g. '.\\n\\n')")
+    p.add_argument(
+        "--whitespace",
+        choices=["exact", "lf"],
+        default=None,
+        help="declared normalisation: 'lf' reads CR LF / CR as LF (the cover avoids CR); default exact, "
+        "or the encoder's record",
+    )
     p.add_argument("--out", required=True, help="output file (must not exist)")
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
 

@@ -61,6 +61,10 @@ def _versions() -> dict[str, str]:
     }
 
 
+def _ids_path(out: Path) -> Path:
+    return out.with_name(out.name + ".ids.json")
+
+
 def encode_cmd(args: Any) -> int:
     from iclr26_core.fs import atomic_write_text, write_json
 
@@ -68,17 +72,34 @@ def encode_cmd(args: Any) -> int:
 
     secret = _read(args.secret_file, "secret")
     out = _out(args.out)
+    if _ids_path(out).exists():
+        raise UserError(f"output {str(_ids_path(out))!r} already exists; choose a new name")
     key = _key(args)
     lm, adm, load_s = _lm(args)
-    st = encode(secret, key, lm, secret_prefix=args.prefix, admissible=adm, trailer=args.trailer)
-    record = {
-        **lm.fingerprint(),
-        "model_arg": args.model,
-        "admissible": adm,
-        "prefix": args.prefix,
+    st = encode(
+        secret,
+        key,
+        lm,
+        secret_prefix=args.prefix,
+        admissible=adm,
+        trailer=args.trailer,
+        transport="ids",
+        whitespace=args.whitespace or "exact",
+    )
+    transport = {  # what the receiver needs (no ranks: with the model they reveal the secret without k)
+        **st.fingerprint,
+        "admissible": st.admissible,
+        "whitespace": st.whitespace,
+        "checks": st.checks,
+        "text_exact": st.text_exact,
         "trailer": args.trailer,
         "ids": st.ids,
+    }
+    record = {  # the sender's record: also the secret's per-token ranks (where the cover degrades)
+        **transport,
+        "model_arg": args.model,
         "ranks": st.ranks,
+        "rejected_steps": st.rejected_steps,
         "n_tokens": st.n_tokens,
         "secret_chars": len(secret),
         "cover_chars": len(st.text),
@@ -92,51 +113,104 @@ def encode_cmd(args: Any) -> int:
         },
     }
     write_json(out.with_name(out.name + ".json"), record)
+    write_json(_ids_path(out), transport)
     atomic_write_text(out, st.text)
     print(
         f"wrote {out} ({st.n_tokens} tokens, mean secret rank {sum(st.ranks) / max(len(st.ranks), 1):.1f}, "
-        f"cover log-prob {st.cover_logprob:.3f} nats/token, {st.seconds:.2f} s) and {out.name}.json"
+        f"cover log-prob {st.cover_logprob:.3f} nats/token, {st.seconds:.2f} s), {out.name}.json (your "
+        f"record, with the secret's ranks: keep it) and {_ids_path(out).name} (the ids)"
     )
+    if st.text_exact:
+        print(f"the text re-tokenises exactly: send {out.name} (or {_ids_path(out).name})")
+    else:
+        print(
+            f"the text does not re-tokenise to the cover ids ({len(st.rejected_steps)} filtered-out "
+            f"step(s)): send {_ids_path(out).name}, not the text"
+        )
     return 0
+
+
+def _record_of(path: Path, raw: str) -> dict[str, Any]:
+    try:
+        record = json.loads(raw)
+        record["ids"] = [int(i) for i in record["ids"]]
+    except (ValueError, KeyError, TypeError):
+        raise UserError(f"{str(path)!r} is not a record written by `encode` (no 'ids')") from None
+    return record
+
+
+def _sidecar(stego_path: Path) -> dict[str, Any] | None:
+    for side in (_ids_path(stego_path), stego_path.with_name(stego_path.name + ".json")):
+        if side.is_file():
+            return _record_of(side, side.read_text(encoding="utf-8"))
+    return None
+
+
+def _first_difference(lm: Any, got: list[int], want: list[int]) -> str:
+    i = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    char = len(lm.decode_ids(want[:i]))
+    return f"token {i} (character {char}; {len(got)} tokens read, {len(want)} encoded)"
 
 
 def decode_cmd(args: Any) -> int:
     from iclr26_core.fs import atomic_write_text
 
-    from .protocol import decode
+    from .canonical import normalize
+    from .protocol import Stegotext, decode
 
     out = _out(args.out)
     key = _key(args)
     stego_path = Path(args.stego_file)
     raw = _read(args.stego_file, "stegotext")
-    record = None
     if stego_path.suffix == ".json":
-        try:
-            record = json.loads(raw)
-            stego: Any = [int(i) for i in record["ids"]]
-        except (ValueError, KeyError, TypeError):
-            raise UserError(f"{args.stego_file!r} is not a record written by `encode` (no 'ids')") from None
+        record, text = _record_of(stego_path, raw), None
     else:
-        stego = raw
-        side = stego_path.with_name(stego_path.name + ".json")
-        if side.is_file():
-            try:
-                record = json.loads(side.read_text())
-            except ValueError:
-                raise UserError(f"the record {str(side)!r} is not valid JSON") from None
+        record, text = _sidecar(stego_path), raw
     lm, adm, _ = _lm(args)
-    if record is not None:
-        fp = lm.fingerprint()
-        for field in ("tokenizer_sha256", "dtype", "vocab_size"):
-            if field in record and record[field] != fp[field]:
-                raise UserError(
-                    f"the stegotext was made with {field}={record[field]!r} but this model has "
-                    f"{fp[field]!r}: decoding needs the identical model and tokenizer"
-                )
-        if args.admissible is None and "admissible" in record:
-            adm = record["admissible"]
     t0 = time.perf_counter()
-    secret = decode(stego, key, lm, secret_prefix=args.prefix, admissible=adm, trailer=args.trailer)
+    if record is None:
+        secret = decode(
+            text,
+            key,
+            lm,
+            secret_prefix=args.prefix,
+            admissible=adm,
+            trailer=args.trailer,
+            whitespace=args.whitespace or "exact",
+        )
+    else:
+        adm = args.admissible or record.get("admissible", adm)
+        ws = args.whitespace or record.get("whitespace", "exact")
+        if text is not None:  # the text with the encoder's record beside it: say where they differ
+            got = lm.encode_text(normalize(text, ws))
+            if got != record["ids"]:
+                why = "" if record.get("text_exact", True) else " (the record says the text is not exact)"
+                raise UserError(
+                    f"the stegotext differs from the encoded one from {_first_difference(lm, got, record['ids'])}"
+                    f"{why}; decode the ids record instead, or restore the text"
+                )
+        fp_keys = ("dtype", "weights_sha256", "tokenizer_sha256", "vocab_size", "file_bytes")
+        st = Stegotext(
+            text="",
+            ids=record["ids"],
+            ranks=[],
+            n_tokens=len(record["ids"]),
+            cover_logprob=float("nan"),
+            seconds=0.0,
+            admissible=record.get("admissible", adm),
+            whitespace=record.get("whitespace", ws),
+            fingerprint={k: record[k] for k in fp_keys if k in record},
+            checks=dict(record.get("checks", {})),
+        )
+        secret = decode(
+            st,
+            key,
+            lm,
+            secret_prefix=args.prefix,
+            admissible=adm,
+            whitespace=ws,
+            trailer=args.trailer if args.trailer is not None else record.get("trailer"),
+        )
     atomic_write_text(out, secret)
     print(f"wrote {out} ({len(secret)} characters, {time.perf_counter() - t0:.2f} s)")
     return 0

@@ -18,12 +18,18 @@ class CalgacusConfig:
     admissible:    "all" (every non-special token) or "canonical" (cover candidates that keep the cover's
                    tokenisation canonical, so BPE text transport round-trips exactly).
     trailer:       optional fixed text appended to the secret so the cover ends naturally (off by default).
+    whitespace:    "exact" (default) or "lf": the receiver reads CR LF / CR as LF and the cover avoids CR.
     """
 
     key: str = ""
     secret_prefix: str = "A text:"
     admissible: str = "all"
     trailer: str | None = None
+    whitespace: str = "exact"
 
     def kwargs(self) -> dict:
-        return {"secret_prefix": self.secret_prefix, "admissible": self.admissible}
+        return {
+            "secret_prefix": self.secret_prefix,
+            "admissible": self.admissible,
+            "whitespace": self.whitespace,
+        }

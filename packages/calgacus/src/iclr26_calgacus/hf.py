@@ -13,6 +13,7 @@ import contextlib
 import copy
 import hashlib
 import json
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -65,11 +66,16 @@ class HFSession:
                 f"the context exceeds the model's {lm.max_positions} positions "
                 "(key + text too long; nothing is truncated silently)"
             )
+        t0 = time.perf_counter()
         ids = torch.tensor([[token_id]], device=lm.device)
         with deterministic():
             out = lm.model(input_ids=ids, **{lm.cache_kw: self.cache}, use_cache=True)
         self.cache = out[lm.cache_kw] if lm.cache_kw in out else out.get("past_key_values")
         self._logits = out.logits[0, -1].float()
+        if ids.is_cuda:  # so the forward timer holds the kernels' time, not their launch
+            torch.cuda.synchronize(ids.device)
+        lm.forward_seconds += time.perf_counter() - t0
+        lm.forward_calls += 1
         self.steps += 1
         self.length += 1
 
@@ -116,6 +122,9 @@ class HFRankLM:
         # prompt states (KV cache after the key / prefix) are reused across calls: bit-identical to recomputing
         self.reuse_prompts = True
         self._prompt_states: dict[tuple[int, ...], Any] = {}
+        # time spent in the incremental forward calls themselves (C6 compares the protocol's time with it)
+        self.forward_seconds = 0.0
+        self.forward_calls = 0
 
     def clear_prompt_cache(self) -> None:
         self._prompt_states.clear()
@@ -146,11 +155,29 @@ class HFRankLM:
             self._mask = mask.to(self.device)
         return self._mask
 
-    def encode_text(self, text: str) -> list[int]:
+    def encode_prompt(self, text: str) -> list[int]:
+        """A key or secret prefix: special-token strings stay special (so `encode` can refuse them)."""
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode_text(self, text: str) -> list[int]:
+        """A secret or cover text: plain text, a literal "<pad>" included (``split_special_tokens``)."""
+        return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
 
     def decode_ids(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        """``encode_text`` of each text in one backend call (the canonical filter's batch path)."""
+        from .canonical import fast_encode_many
+
+        got = fast_encode_many(self.tokenizer, texts) if texts else []
+        return [self.encode_text(t) for t in texts] if got is None else got
+
+    def decode_many(self, seqs: list[list[int]]) -> list[str]:
+        from .canonical import fast_decode_many
+
+        got = fast_decode_many(self.tokenizer, seqs) if seqs else []
+        return [self.decode_ids(s) for s in seqs] if got is None else got
 
     def logprobs(self, context_ids: Sequence[int], target_ids: Sequence[int]) -> list[float]:
         """log p(x_i | c, x_<i) from one full-sequence forward: ``[n]`` nats (float32 logits)."""
@@ -172,24 +199,40 @@ class HFRankLM:
         return [float(v) for v in lp]
 
     def fingerprint(self) -> dict[str, Any]:
-        """Model id, dtype and a hash of the tokenizer vocabulary: what must match on both sides."""
+        """What must match on both sides: model id, dtype, a hash of the tokenizer vocabulary and a hash of
+        the weights (every tensor's name, shape and dtype, and up to 256 evenly spaced values of each)."""
+        import torch
+
         vocab = sorted(self.tokenizer.get_vocab().items(), key=lambda kv: kv[1])
         h = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode()).hexdigest()[:16]
+        w = hashlib.sha256()
+        with torch.inference_mode():
+            for name, p in self.model.state_dict().items():
+                flat = p.reshape(-1)
+                sample = flat[:: max(1, flat.numel() // 256)][:256].float().cpu().numpy()
+                w.update(f"{name}:{tuple(p.shape)}:{p.dtype}".encode())
+                w.update(sample.tobytes())
         return {
             "model": self.name,
             "dtype": str(next(self.model.parameters()).dtype).replace("torch.", ""),
+            "weights_sha256": w.hexdigest()[:16],
             "tokenizer_sha256": h,
             "vocab_size": self.vocab_size,
         }
 
 
 def resolve_model(model: Any, tokenizer: Any = None) -> RankLM:
-    """A `RankLM` from a `RankLM`, a `transformers` model (+ tokenizer), ``"tiny"`` or a path/hub id."""
+    """A `RankLM` from a `RankLM`, a `transformers` model (+ tokenizer), ``"tiny"``, a ``.gguf`` file
+    (llama-cpp-python) or a path/hub id."""
     if isinstance(model, str):
         if model == "tiny" or model.startswith("tiny:"):
             from .tiny import load_tiny
 
             return load_tiny(model.partition(":")[2] or "default")
+        if model.endswith(".gguf"):
+            from .llamacpp import LlamaCppRankLM
+
+            return LlamaCppRankLM(model)
         from iclr26_core.models import load_causal_lm, load_tokenizer
 
         tok = tokenizer if tokenizer is not None else load_tokenizer(model)

@@ -13,6 +13,13 @@ left-padded with ``order − 1`` boundary symbols, in training and at query time
 The distribution sums to 1 over the V symbols (``distribution`` returns float64 ``[V]``).
 
 Symbols are stored as one-character strings (``chr`` of the id), so n-grams are plain string slices.
+
+**Not a key-secret model.** Its context is the last ``order − 1`` symbols, so the Calgacus key k and secret
+prefix k' act only through their last ``order − 1`` symbols: a wrong key that ends like the right one
+decodes the whole secret, and once the cover's last ``order − 1`` symbols equal the secret's at the same
+step the two contexts coincide and the cover *copies the secret verbatim* from there on. `encode` and
+`decode` warn (`CalgacusWarning`) when it is used with a key; use it as an instant baseline and for tests,
+and a long-context model (any transformers LM, the tiny char llama) when the key must keep the secret.
 """
 
 from __future__ import annotations
@@ -58,7 +65,8 @@ class CharNGramLM:
     >>> lm.distribution("some t")   # float64 [V], sums to 1
 
     ``alphabet``: extra characters to include in the vocabulary (char mode). Characters never seen get the
-    uniform floor mass. Char mode is bijective: text ↔ ids is exact.
+    uniform floor mass. Char mode is bijective: text ↔ ids is exact. It sees only the last ``order − 1``
+    symbols of any context, so it does not keep a Calgacus key secret (module docstring); `encode` warns.
     """
 
     def __init__(
@@ -72,6 +80,7 @@ class CharNGramLM:
         if order < 1:
             raise ValueError(f"order must be >= 1, got {order}")
         self.order = int(order)
+        self.context_size = self.order - 1  # symbols of context it sees (see the module docstring)
         self.tokenizer = tokenizer
         self.discount = discount
         self.name = name or f"char-{order}gram" if tokenizer is None else name or f"token-{order}gram"
@@ -92,7 +101,9 @@ class CharNGramLM:
     # ------------------------------------------------------------------------------------------ text <-> ids
     def encode_text(self, text: str) -> list[int]:
         if self.tokenizer is not None:
-            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            return list(
+                self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+            )
         unknown = sorted({c for c in text if c not in self._index})
         if unknown:
             raise CalgacusError(f"character(s) {''.join(unknown)!r} are not in the model's vocabulary")
@@ -104,6 +115,23 @@ class CharNGramLM:
                 list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False
             )
         return "".join(self.chars[int(i)] for i in ids)
+
+    def encode_prompt(self, text: str) -> list[int]:
+        if self.tokenizer is None:
+            return self.encode_text(text)
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        from .canonical import fast_encode_many
+
+        got = fast_encode_many(self.tokenizer, texts) if self.tokenizer is not None and texts else None
+        return [self.encode_text(t) for t in texts] if got is None else got
+
+    def decode_many(self, seqs: list[list[int]]) -> list[str]:
+        from .canonical import fast_decode_many
+
+        got = fast_decode_many(self.tokenizer, seqs) if self.tokenizer is not None and seqs else None
+        return [self.decode_ids(s) for s in seqs] if got is None else got
 
     @property
     def start_ids(self) -> list[int]:

@@ -7,19 +7,23 @@ Shared secret: the model P, the key prompt k and the secret prefix k' (paper def
 
 |s| = |x| = n tokens; each side costs about 2n incremental forward steps (plus the prompts). k, k' and the
 texts are tokenised separately and their ids concatenated (no joint tokenisation across the boundary); an
-empty prompt starts from BOS (or a newline token). ``admissible="canonical"`` keeps only cover candidates v
-for which tok(detok(s_<i + [v])) == s_<i + [v] (the decoder applies the same filter, which depends on s_<i
-only), so the cover text re-tokenises to exactly s; the secret side always ranks over the full admissible
-alphabet. A rank beyond the cover's filtered alphabet raises `CalgacusError`.
+empty prompt starts from BOS (or a newline token). The secret side ranks over the full admissible alphabet;
+the cover side ranks a *permutation* of the same alphabet (``canonical.py``: candidates whose cover text
+re-tokenises exactly first, the others after), so every secret maps to a cover and ``encode`` never refuses
+one; ``Stegotext.text_exact`` says whether the cover *text* re-tokenises to the cover ids (else ship the
+ids). ``decode`` of a `Stegotext` checks the model fingerprint and the prompts recorded at encode.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .canonical import WHITESPACE, CoverFilter, normalize
 from .hf import resolve_model
 from .ranks import CalgacusError, RankLM, token_ranks, tokens_from_ranks
 
@@ -27,10 +31,20 @@ ADMISSIBLE = ("all", "canonical")
 TRANSPORTS = ("text", "ids")
 
 
+class CalgacusWarning(UserWarning):
+    """Something the user should know that does not stop the protocol (short-context model, inexact text)."""
+
+
 @dataclass
 class Stegotext:
     """The cover text and what produced it. ``ranks[i]`` is the secret's rank at step i (where the cover
-    degrades: large ranks); ``cover_logprob`` is the mean log P(s_i | k, s_<i) in nats/token."""
+    degrades: large ranks); ``cover_logprob`` is the mean log P(s_i | k, s_<i) in nats/token.
+
+    ``text_exact``: the cover text (after the declared ``whitespace`` normalisation) re-tokenises to
+    ``ids``, so sending the text is enough; otherwise send ``ids``. ``rejected_steps``: the steps whose cover
+    token is one the filter ranks last (a secret rank beyond the accepted candidates). ``fingerprint`` and
+    ``checks`` (16-bit checks of the key and the secret prefix) let `decode` refuse a mismatch.
+    """
 
     text: str
     ids: list[int]
@@ -40,19 +54,54 @@ class Stegotext:
     seconds: float
     secret_ids: list[int] = field(default_factory=list, repr=False)
     steps: int = 0  # incremental forward steps used
+    text_exact: bool = True
+    rejected_steps: list[int] = field(default_factory=list)
+    admissible: str = "all"
+    whitespace: str = "exact"
+    fingerprint: dict[str, Any] = field(default_factory=dict, repr=False)
+    checks: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __str__(self) -> str:
         return self.text
 
 
+def prompt_check(text: str) -> str:
+    """A 16-bit check (4 hex digits of SHA-256) of a prompt: catches a mistyped key or prefix on decode
+    (1 in 65,536 slips through) while saying little about the prompt itself."""
+    return hashlib.sha256(b"calgacus-prompt\0" + text.encode("utf-8")).hexdigest()[:4]
+
+
+def _checks(key: str, prefix: str) -> dict[str, str]:
+    return {"key": prompt_check(key), "secret_prefix": prompt_check(prefix)}
+
+
+def _fingerprint(lm: RankLM) -> dict[str, Any]:
+    fn = getattr(lm, "fingerprint", None)
+    return dict(fn()) if fn else {}
+
+
+def _warn_short_context(lm: RankLM, key: str, prefix: str) -> None:
+    n = getattr(lm, "context_size", None)
+    if n is not None and (key or prefix):
+        warnings.warn(
+            f"{getattr(lm, 'name', 'this model')} sees only the last {n} symbol(s) of the key and of the "
+            f"secret prefix: a wrong key ending in the same {n} symbols decodes the secret, and the cover "
+            "copies the secret once their last symbols agree; use a long-context model for secrecy",
+            CalgacusWarning,
+            stacklevel=3,
+        )
+
+
 def _prompt_ids(lm: RankLM, text: str, what: str) -> list[int]:
-    ids = lm.encode_text(text) if text else []
+    enc = getattr(lm, "encode_prompt", lm.encode_text)
+    ids = enc(text) if text else []
     if text and not ids:
         raise CalgacusError(f"the {what} {text!r} tokenises to nothing")
     bad = [i for i in ids if i in lm.special_ids]
     if bad:
         raise CalgacusError(
-            f"the {what} contains special tokens ({lm.decode_ids(bad[:3])!r}); use plain text"
+            f"the {what} contains special tokens or characters the model does not know "
+            f"({lm.decode_ids(bad[:3])!r}); use plain text"
         )
     return ids
 
@@ -79,22 +128,19 @@ def _check_length(lm: RankLM, n: int, *contexts: list[int]) -> None:
         )
 
 
-def canonical_filter(lm: RankLM):
-    """``accept(prefix, v)``: tok(detok(prefix + [v])) == prefix + [v]; ``None`` for bijective vocabularies."""
-    if getattr(lm, "bijective", False):
-        return None
-
-    def accept(prefix: list[int], v: int) -> bool:
-        ids = [*prefix, v]
-        return lm.encode_text(lm.decode_ids(ids)) == ids
-
-    return accept
+def canonical_filter(lm: RankLM, whitespace: str = "exact") -> CoverFilter | None:
+    """The cover-side filter of ``admissible="canonical"`` (``None`` when it would accept everything)."""
+    f = CoverFilter(lm, canonical=True, whitespace=whitespace)
+    return f if f.active else None
 
 
-def _filter(lm: RankLM, admissible: str):
+def _filter(lm: RankLM, admissible: str, whitespace: str = "exact") -> CoverFilter | None:
     if admissible not in ADMISSIBLE:
         raise CalgacusError(f"admissible must be one of {', '.join(ADMISSIBLE)}, got {admissible!r}")
-    return canonical_filter(lm) if admissible == "canonical" else None
+    if whitespace not in WHITESPACE:
+        raise CalgacusError(f"whitespace must be one of {', '.join(WHITESPACE)}, got {whitespace!r}")
+    f = CoverFilter(lm, canonical=admissible == "canonical", whitespace=whitespace)
+    return f if f.active else None
 
 
 def encode(
@@ -107,19 +153,23 @@ def encode(
     admissible: str = "all",
     trailer: str | None = None,
     transport: str = "text",
+    whitespace: str = "exact",
 ) -> Stegotext:
     """Hide ``secret`` in a cover text of the same token length that continues ``key`` under ``model``.
 
     ``model``: a `transformers` causal LM (with ``tokenizer``), a path/hub id, ``"tiny"`` or any `RankLM`.
+    ``admissible="canonical"`` ranks cover candidates whose text re-tokenises exactly first (BPE);
+    ``whitespace="lf"`` declares that the receiver reads CR LF / CR as LF (the cover avoids CR).
     ``trailer`` (e.g. ``".\\n\\n"``) is appended to the secret before encoding (so the cover ends naturally)
-    and stripped by `decode` with the same ``trailer``. With ``transport="text"`` (default) the cover text
-    must re-tokenise to the cover ids, else `CalgacusError` (use ``admissible="canonical"``, or
-    ``transport="ids"`` and ship ``Stegotext.ids``).
+    and stripped by `decode` with the same ``trailer``. Every secret the tokenizer can represent is
+    encoded; when the cover text does not re-tokenise exactly (``text_exact`` False) and
+    ``transport="text"``, a `CalgacusWarning` says to send ``Stegotext.ids`` instead.
     """
     if transport not in TRANSPORTS:
         raise CalgacusError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
     lm = resolve_model(model, tokenizer)
-    accept = _filter(lm, admissible)
+    accept = _filter(lm, admissible, whitespace)
+    _warn_short_context(lm, key, secret_prefix)
     t0 = time.perf_counter()
     key_ids = _prompt_ids(lm, key, "key")
     prefix_ids = _prompt_ids(lm, secret_prefix, "secret prefix")
@@ -127,12 +177,17 @@ def encode(
     _check_length(lm, len(x), key_ids, prefix_ids)
     ranks = token_ranks(lm, prefix_ids, x)
     lps: list[float] = []
-    s = tokens_from_ranks(lm, key_ids, ranks, accept=accept, logprobs=lps)
+    rejected: list[int] = []
+    s = tokens_from_ranks(lm, key_ids, ranks, accept=accept, logprobs=lps, rejected=rejected)
     text = lm.decode_ids(s)
-    if transport == "text" and lm.encode_text(text) != s:
-        raise CalgacusError(
-            "the cover text does not re-tokenise to the cover tokens (BPE re-merge); "
-            "use admissible='canonical', or transport='ids' and send Stegotext.ids"
+    exact = lm.encode_text(normalize(text, whitespace)) == s
+    if transport == "text" and not exact:
+        warnings.warn(
+            f"the cover text does not re-tokenise to its {len(s)} cover ids "
+            f"({len(rejected)} step(s) used a filtered-out token); send Stegotext.ids (transport='ids')"
+            + ("" if admissible == "canonical" else " or use admissible='canonical'"),
+            CalgacusWarning,
+            stacklevel=2,
         )
     n = len(s)
     steps = 2 * max(n - 1, 0) + len(key_ids or lm.start_ids) + len(prefix_ids or lm.start_ids) if n else 0
@@ -145,7 +200,33 @@ def encode(
         seconds=time.perf_counter() - t0,
         secret_ids=x,
         steps=steps,
+        text_exact=exact,
+        rejected_steps=rejected,
+        admissible=admissible,
+        whitespace=whitespace,
+        fingerprint=_fingerprint(lm),
+        checks=_checks(key, secret_prefix),
     )
+
+
+def _check_record(st: Stegotext, lm: RankLM, key: str, prefix: str, admissible: str, whitespace: str) -> None:
+    """Refuse to decode a `Stegotext` with another model, other prompts or another filter."""
+    fp = _fingerprint(lm)
+    for k, v in st.fingerprint.items():
+        if k in fp and k != "model" and fp[k] != v:
+            raise CalgacusError(
+                f"the stegotext was made with {k}={v!r} but this model has {fp[k]!r}: "
+                "decoding needs the identical model and tokenizer"
+            )
+    mine = _checks(key, prefix)
+    for k, v in st.checks.items():
+        if mine.get(k, v) != v:
+            raise CalgacusError(f"the {k.replace('_', ' ')} differs from the one used at encode (check {v})")
+    if (admissible, whitespace) != (st.admissible, st.whitespace):
+        raise CalgacusError(
+            f"the stegotext was made with admissible={st.admissible!r}, whitespace={st.whitespace!r}; "
+            f"decode was asked for {admissible!r}, {whitespace!r}"
+        )
 
 
 def decode(
@@ -155,16 +236,28 @@ def decode(
     tokenizer: Any = None,
     *,
     secret_prefix: str = "A text:",
-    admissible: str = "all",
+    admissible: str | None = None,
     trailer: str | None = None,
+    whitespace: str | None = None,
 ) -> str:
-    """Recover the secret from a cover text (or its ids) with the same model, key, prefix and filter."""
+    """Recover the secret from a cover text (or its ids) with the same model, key, prefix and filter.
+
+    A `Stegotext` is decoded from its ids, after checking the model fingerprint, the key and the secret
+    prefix against those recorded at encode; ``admissible``/``whitespace`` default to its own (else to
+    ``"all"``/``"exact"``). A text is first normalised as ``whitespace`` declares.
+    """
     lm = resolve_model(model, tokenizer)
-    accept = _filter(lm, admissible)
+    if isinstance(stegotext, Stegotext):
+        admissible = admissible or stegotext.admissible
+        whitespace = whitespace or stegotext.whitespace
+        _check_record(stegotext, lm, key, secret_prefix, admissible, whitespace)
+    admissible, whitespace = admissible or "all", whitespace or "exact"
+    accept = _filter(lm, admissible, whitespace)
+    _warn_short_context(lm, key, secret_prefix)
     if isinstance(stegotext, Stegotext):
         s = list(stegotext.ids)
     elif isinstance(stegotext, str):
-        s = lm.encode_text(stegotext)
+        s = lm.encode_text(normalize(stegotext, whitespace))
     else:
         s = [int(i) for i in stegotext]
     key_ids = _prompt_ids(lm, key, "key")

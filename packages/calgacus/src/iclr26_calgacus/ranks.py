@@ -9,9 +9,12 @@ i.e. the 1-based position of ``v`` in a *stable* sort of ``−logit_c`` over ``A
 ascending), and ``tok_c(r)`` is the admissible token at position ``r`` of that order, so
 ``tok_c(rank_c(v)) = v`` for every admissible ``v``.
 
-An optional ``accept(v) -> bool`` filter (the ``admissible="canonical"`` rule of the paper package) shrinks
-the alphabet at one step further; ranks then count only accepted candidates. It is evaluated lazily,
-in rank order, so it costs a call per candidate *above* the chosen one only.
+An optional ``accept(v) -> bool`` filter (the ``admissible="canonical"`` rule) reorders the alphabet at one
+step: the accepted candidates first (by logit), then the rejected ones (by logit). Ranks and tokens are
+positions in that permutation of the *same* alphabet on both sides, so a rank can never overflow
+(spec, "No rank can overflow"). The filter is evaluated lazily in rank order (in chunks when it offers
+``many``), so a token among the accepted costs the candidates above it only; a rejected one costs a
+full pass.
 
 `token_ranks` and `tokens_from_ranks` run one `RankLM` session each: one token per step, the same
 incremental code path on both sides (see ``hf.py`` for the transformers adapter).
@@ -83,10 +86,50 @@ def _order(logits: Any, mask: Any) -> Any:
     return ids[order]
 
 
-def rank_of(logits: Any, token: int, mask: Any, accept: Accept | None = None) -> int:
-    """``rank_c(token)`` (1-based) among admissible (and accepted) tokens; logits ``[V]``, mask ``[V]`` bool.
+class _Classes:
+    """The admissible ids in rank order, split lazily by a filter into accepted and rejected candidates.
 
-    Raises `CalgacusError` if ``token`` is not admissible.
+    ``accept`` is a per-candidate callable; when it has a ``many(ids) -> list[bool]`` method, candidates are
+    classified in chunks (one batched call per chunk), which is what makes a full pass over a 10^5-token
+    vocabulary affordable when a rank falls in the rejected tail.
+    """
+
+    FIRST, LARGEST = 8, 512  # chunk sizes: small first (ranks are mostly small), doubling
+
+    def __init__(self, order: list[int], accept: Any) -> None:
+        self.order = order
+        self.accept = accept
+        self.flags: list[bool] = []
+        self.chunk = self.FIRST
+
+    def _more(self) -> bool:
+        i = len(self.flags)
+        if i >= len(self.order):
+            return False
+        chunk = self.order[i : i + self.chunk]
+        self.chunk = min(2 * self.chunk, self.LARGEST)
+        many = getattr(self.accept, "many", None)
+        self.flags += [bool(f) for f in many(chunk)] if many else [bool(self.accept(v)) for v in chunk]
+        return True
+
+    def flag(self, pos: int) -> bool:
+        while pos >= len(self.flags):
+            self._more()
+        return self.flags[pos]
+
+    def n_accepted(self) -> int:
+        while self._more():
+            pass
+        return sum(self.flags)
+
+
+def rank_of(logits: Any, token: int, mask: Any, accept: Accept | None = None) -> int:
+    """``rank_c(token)`` (1-based) in the step's permutation of the admissible alphabet; logits/mask ``[V]``.
+
+    Without a filter the permutation is the stable sort of −logits over admissible ids. With ``accept`` it is
+    the accepted candidates first (by logit), then the rejected ones (by logit): a permutation of the *same*
+    alphabet, so every admissible token has a rank and no rank can overflow. Raises `CalgacusError` if
+    ``token`` is not admissible.
     """
     import torch
 
@@ -97,33 +140,40 @@ def rank_of(logits: Any, token: int, mask: Any, accept: Accept | None = None) ->
         ids = torch.arange(logits.shape[0], device=logits.device)
         before = mask & ((logits > lv) | ((logits == lv) & (ids < token)))
         return 1 + int(before.sum())
-    if not accept(token):
-        raise CalgacusError(f"token id {token} is rejected by the admissibility filter")
-    rank = 0
-    for v in _order(logits, mask).tolist():
-        if v == token:
-            return rank + 1
-        if accept(v):
-            rank += 1
-    raise AssertionError("unreachable: an admissible token is in the order")
+    order = _order(logits, mask).tolist()
+    pos = order.index(token)
+    cls = _Classes(order, accept)
+    if cls.flag(pos):
+        return 1 + sum(cls.flags[:pos])
+    n_acc = cls.n_accepted()
+    return n_acc + 1 + sum(not f for f in cls.flags[:pos])
 
 
 def token_at_rank(logits: Any, rank: int, mask: Any, accept: Accept | None = None) -> int:
-    """``tok_c(rank)``: the admissible (and accepted) token at 1-based position ``rank``."""
+    """``tok_c(rank)``: the token at 1-based position ``rank`` of the step's permutation (see `rank_of`)."""
+    return token_at_rank_ex(logits, rank, mask, accept)[0]
+
+
+def token_at_rank_ex(logits: Any, rank: int, mask: Any, accept: Accept | None = None) -> tuple[int, bool]:
+    """`token_at_rank` and whether the token is one the filter accepted (always True without a filter)."""
     if rank < 1:
         raise CalgacusError(f"rank {rank} is not a positive integer")
     order = _order(logits, mask)
+    if rank > order.numel():
+        raise CalgacusError(f"rank {rank} exceeds the admissible alphabet ({order.numel()} tokens)")
     if accept is None:
-        if rank > order.numel():
-            raise CalgacusError(f"rank {rank} exceeds the admissible alphabet ({order.numel()} tokens)")
-        return int(order[rank - 1])
+        return int(order[rank - 1]), True
+    cls = _Classes(order.tolist(), accept)
     seen = 0
-    for v in order.tolist():
-        if accept(v):
+    pos = 0
+    while pos < len(cls.order):
+        if cls.flag(pos):
             seen += 1
             if seen == rank:
-                return v
-    raise CalgacusError(f"rank {rank} exceeds the filtered admissible alphabet ({seen} tokens) at this step")
+                return cls.order[pos], True
+        pos += 1
+    rejected = [v for v, f in zip(cls.order, cls.flags) if not f]
+    return rejected[rank - seen - 1], False
 
 
 def _check_logits(logits: Any, step: int) -> None:
@@ -139,6 +189,18 @@ def context_or_start(lm: RankLM, context_ids: Sequence[int]) -> list[int]:
     return ids if ids else list(lm.start_ids)
 
 
+class _StepFilter:
+    """A ``accept(prefix, v)`` filter bound to one step's prefix (with its batched ``many`` when offered)."""
+
+    def __init__(self, accept: Any, prefix: list[int]) -> None:
+        self.accept, self.prefix = accept, prefix
+        if hasattr(accept, "many"):
+            self.many = lambda vs: accept.many(prefix, vs)
+
+    def __call__(self, v: int) -> bool:
+        return self.accept(self.prefix, v)
+
+
 def token_ranks(
     lm: RankLM,
     context_ids: Sequence[int],
@@ -148,8 +210,9 @@ def token_ranks(
 ) -> list[int]:
     """``r_i = rank_{c + x_<i}(x_i)`` for i = 1..n with one incremental session (n − 1 steps after c).
 
-    ``accept(prefix, v)``: optional filter on candidate ``v`` after ``prefix = x_<i``. When ``logprobs`` is a
-    list, the full-vocabulary log-probability of each ``x_i`` is appended to it.
+    ``accept(prefix, v)``: optional filter on candidate ``v`` after ``prefix = x_<i`` (it reorders the
+    alphabet, see `rank_of`). When ``logprobs`` is a list, the full-vocabulary log-probability of each
+    ``x_i`` is appended to it.
     """
     targets = [int(t) for t in target_ids]
     if not targets:
@@ -160,7 +223,7 @@ def token_ranks(
     for i, x in enumerate(targets):
         logits = sess.logits()
         _check_logits(logits, i)
-        acc = None if accept is None else (lambda v, p=targets[:i]: accept(p, v))
+        acc = None if accept is None else _StepFilter(accept, targets[:i])
         try:
             ranks.append(rank_of(logits, x, mask, acc))
         except CalgacusError as exc:
@@ -181,8 +244,13 @@ def tokens_from_ranks(
     ranks: Sequence[int],
     accept: Callable[[list[int], int], bool] | None = None,
     logprobs: list[float] | None = None,
+    rejected: list[int] | None = None,
 ) -> list[int]:
-    """``s_i = tok_{c + s_<i}(r_i)`` autoregressively for i = 1..n (the inverse of `token_ranks`)."""
+    """``s_i = tok_{c + s_<i}(r_i)`` autoregressively for i = 1..n (the inverse of `token_ranks`).
+
+    With a filter, the steps whose token is one the filter rejected (a rank beyond the accepted
+    candidates) are appended to ``rejected`` when it is a list.
+    """
     ranks = [int(r) for r in ranks]
     if not ranks:
         return []
@@ -192,12 +260,14 @@ def tokens_from_ranks(
     for i, r in enumerate(ranks):
         logits = sess.logits()
         _check_logits(logits, i)
-        acc = None if accept is None else (lambda v, p=list(out): accept(p, v))
+        acc = None if accept is None else _StepFilter(accept, list(out))
         try:
-            v = token_at_rank(logits, r, mask, acc)
+            v, ok = token_at_rank_ex(logits, r, mask, acc)
         except CalgacusError as exc:
             raise CalgacusError(f"step {i}: {exc}") from None
         out.append(v)
+        if not ok and rejected is not None:
+            rejected.append(i)
         if logprobs is not None:
             logprobs.append(float(logits.double().log_softmax(-1)[v]))
         if i + 1 < len(ranks):

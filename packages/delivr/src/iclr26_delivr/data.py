@@ -180,18 +180,42 @@ def _check(n: int, size: int, frames: int, split: str, *, odd: bool, what: str =
         raise ValueError(f"frames must be odd, got {frames}")
 
 
-def _generate(n: int, size: int, frames: int, split: str, seed: int, motion_scale: float) -> RainClips:
+@dataclass(frozen=True)
+class Motion:
+    """Camera motion and rain of the generator (defaults: the spec's). omega_deg: per-clip angular velocity
+    ω ~ U(−omega_deg, omega_deg) per frame; theta0_deg: initial roll θ₀ ~ U(−theta0_deg, theta0_deg); drift_px:
+    v ~ U(−drift_px, drift_px)² px per frame; jitter_deg: σ of the per-frame angle noise; rain_density: factor on
+    the streak density d."""
+
+    omega_deg: float = 3.0
+    theta0_deg: float = 5.0
+    drift_px: float = 1.0
+    jitter_deg: float = 0.3
+    rain_density: float = 1.0
+
+    def __post_init__(self):
+        for key in ("omega_deg", "theta0_deg", "drift_px", "jitter_deg", "rain_density"):
+            if not getattr(self, key) >= 0:
+                raise ValueError(f"{key} must be >= 0, got {getattr(self, key)}")
+
+
+def _generate(
+    n: int, size: int, frames: int, split: str, seed: int, motion_scale: float, motion: Motion | None
+) -> RainClips:
     """The clip generator shared by rainy_clips and rainy_sequences (see the module docstring)."""
     import torch
 
+    m = motion or Motion()
     rng = np.random.default_rng([seed, _STREAM[split], frames])
     names = _SPLITS[split]
     src = [names[i] for i in rng.permutation(np.arange(n) % len(names))]
     c = (frames - 1) / 2.0
     dt = np.arange(frames) - c
-    theta0, omega = rng.uniform(-5, 5, n), rng.uniform(-3, 3, n)
-    vel = rng.uniform(-1, 1, (n, 2)) * motion_scale
-    phi = motion_scale * (theta0[:, None] + dt[None, :] * omega[:, None] + rng.normal(0, 0.3, (n, frames)))
+    theta0 = rng.uniform(-1, 1, n) * m.theta0_deg
+    omega = rng.uniform(-1, 1, n) * m.omega_deg
+    vel = rng.uniform(-1, 1, (n, 2)) * m.drift_px * motion_scale
+    jitter = rng.normal(0, 1, (n, frames)) * m.jitter_deg
+    phi = motion_scale * (theta0[:, None] + dt[None, :] * omega[:, None] + jitter)
     margin = 0.75 * size + c * np.abs(vel) + 1.0  # [n, 2]: rotated window (any angle) + drift + 1 px
     unit = rng.uniform(0, 1, (n, 2))
     clean = np.empty((n, frames, 3, size, size), np.float32)
@@ -206,7 +230,8 @@ def _generate(n: int, size: int, frames: int, split: str, seed: int, motion_scal
         centres[idx] = base[:, None, :] + dt[None, :, None] * vel[idx][:, None, :]
         flat = _render(img, centres[idx].reshape(-1, 2), phi[idx].reshape(-1), size)  # raises if outside
         clean[idx] = flat.reshape(len(idx), frames, 3, size, size)
-    mask = _rain_masks(rng, rng.uniform(0.5, 1.5, n), rng.uniform(-20, 20, n), frames, size)
+    density = rng.uniform(0.5, 1.5, n) * m.rain_density
+    mask = _rain_masks(rng, density, rng.uniform(-20, 20, n), frames, size)
     rainy = _add_rain(clean, mask, rng)
     return RainClips(
         rainy=torch.from_numpy(rainy),
@@ -219,12 +244,20 @@ def _generate(n: int, size: int, frames: int, split: str, seed: int, motion_scal
 
 
 def rainy_clips(
-    n: int, size: int = 64, frames: int = 5, split: str = "train", seed: int = 0, *, motion_scale: float = 1.0
+    n: int,
+    size: int = 64,
+    frames: int = 5,
+    split: str = "train",
+    seed: int = 0,
+    *,
+    motion_scale: float = 1.0,
+    motion: Motion | None = None,
 ) -> RainClips:
     """``n`` synthetic clips of ``frames`` (odd) size x size frames; split "train" (4 sources, balanced) or "heldout"
-    (chelsea). Same arguments -> identical tensors. ``motion_scale=0`` freezes the camera (tests)."""
+    (chelsea). Same arguments -> identical tensors. ``motion`` sets the camera motion and rain (default: the
+    spec's); ``motion_scale=0`` freezes the camera (tests)."""
     _check(n, size, frames, split, odd=True)
-    return _generate(n, size, frames, split, seed, motion_scale)
+    return _generate(n, size, frames, split, seed, motion_scale, motion)
 
 
 def rainy_sequences(
@@ -235,11 +268,12 @@ def rainy_sequences(
     seed: int = 0,
     *,
     motion_scale: float = 1.0,
+    motion: Motion | None = None,
 ) -> RainClips:
     """``n`` evaluation sequences of ``length`` >= 1 frames (odd or even: c = (length-1)/2 may be a half
     integer), same generator as rainy_clips; fields as RainClips with T = length."""
     _check(n, size, length, split, odd=False, what="length")
-    return _generate(n, size, length, split, seed, motion_scale)
+    return _generate(n, size, length, split, seed, motion_scale, motion)
 
 
 def clip_with_angles(

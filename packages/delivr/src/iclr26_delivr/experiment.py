@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from .config import DeLiVRConfig
-from .loss import frame_metrics
+from .loss import LossWeights, frame_metrics
 from .model import DeLiVR
 from .train import TrainLog, TrainSettings, train_delivr
 
@@ -27,22 +27,10 @@ def make_model(model_cfg: dict, *, ablation: bool = False, seed: int = 0) -> DeL
 def train_settings(
     cfg, seed: int, desc: str, device: str, position: int | None = None, eval_every: int | None = None
 ) -> TrainSettings:
-    """`TrainSettings` from a composed reproduce config (``steps`` and ``train.*``)."""
-    t = cfg.train
-    return TrainSettings(
-        steps=int(cfg.steps),
-        batch_size=int(t.batch),
-        lr=float(t.lr),
-        weight_decay=float(t.weight_decay),
-        schedule=str(t.schedule),
-        warmup_steps=int(t.warmup),
-        grad_clip=float(t.grad_clip),
-        ema=float(t.ema),
-        eval_every=int(t.eval_every) if eval_every is None else eval_every,
-        seed=seed,
-        device=device,
-        desc=desc,
-        position=position,
+    """`TrainSettings` of a composed reproduce config: ``train.*`` with ``steps`` (the top-level key)."""
+    extra = {} if eval_every is None else {"eval_every": eval_every}
+    return TrainSettings.from_config(
+        cfg.train, steps=int(cfg.steps), seed=seed, device=device, desc=desc, position=position, **extra
     )
 
 
@@ -73,6 +61,7 @@ def fit(
     clean_centre: torch.Tensor,
     settings: TrainSettings,
     val: tuple[torch.Tensor, torch.Tensor] | None = None,
+    weights: LossWeights | None = None,
 ) -> tuple[DeLiVR, TrainLog]:
     """Train on in-memory clips (seeded epochs of random batches); ``val`` = (rainy, clean centre) for the curve."""
     from iclr26_core.train import batch_indices
@@ -87,7 +76,9 @@ def fit(
         restored, _ = predict(m, val[0])
         return float(psnr_uint8(restored, val[1]).mean())
 
-    return train_delivr(model, sample, settings, evaluate=evaluate if val is not None else None)
+    return train_delivr(
+        model, sample, settings, evaluate=evaluate if val is not None else None, weights=weights
+    )
 
 
 def temporal_median(rainy: torch.Tensor) -> torch.Tensor:

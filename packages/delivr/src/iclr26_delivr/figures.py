@@ -43,13 +43,13 @@ def angles(path: Path, per_seed: list[dict[str, Any]]) -> str:
     return save_figure(fig, path)
 
 
-def examples(path: Path, held, seed_row: dict[str, Any], centre: int) -> str:
-    """Rainy / ablation / DeLiVR / clean centre frame of the first held-out clip."""
+def examples(path: Path, held, restored: dict[str, Any], centre: int) -> str:
+    """Rainy / ablation / DeLiVR / clean centre frame of the first held-out clip (restored: arm -> [3, H, W])."""
     plt = pyplot()
     images = [
         ("rainy", held.rainy[0, centre]),
-        ("ablation", seed_row["ablation"]["restored_example"]),
-        ("DeLiVR", seed_row["delivr"]["restored_example"]),
+        ("ablation", restored["ablation"]),
+        ("DeLiVR", restored["delivr"]),
         ("clean", held.clean[0, centre]),
     ]
     fig, axes = plt.subplots(1, 4, figsize=(10, 2.8))

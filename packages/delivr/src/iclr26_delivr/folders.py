@@ -6,7 +6,7 @@ names in both folders. A video for `derain`: a folder of frames (sorted by name)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +77,7 @@ class Sequence:
     name: str
     rainy: np.ndarray  # [F, H, W, 3] float32
     clean: np.ndarray
+    names: list[str] = field(default_factory=list)  # frame names (stem + ".png"), as `derain` writes them
 
 
 def read_pairs(root: str | Path) -> list[Sequence]:
@@ -99,7 +100,7 @@ def read_pairs(root: str | Path) -> list[Sequence]:
             raise UserError(
                 f"sequence {d.name!r}: rainy frames {rainy.shape[1:3]} vs clean {clean.shape[1:3]}"
             )
-        seqs.append(Sequence(d.name, rainy, clean))
+        seqs.append(Sequence(d.name, rainy, clean, [p.stem + ".png" for p in rf]))
     if not seqs:
         raise UserError(f"no sequences under {str(root)!r}: expected {root}/<sequence>/rainy and .../clean")
     return seqs

@@ -62,6 +62,11 @@ class SO3Head(nn.Module):
         return self.net(self.pre_process(feat))
 
 
+def full_precision(x: torch.Tensor) -> torch.Tensor:
+    """fp16/bf16 -> fp32 (other dtypes unchanged): the Lie part runs in full precision under autocast."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
 class NonLinearLieBias(nn.Module):
     """g: R → R^h, g(b) = W₂·ReLU(W₁b + c₁) + c₂, applied elementwise to the bias [B, L, L] -> [B, h, L, L]."""
 
@@ -97,12 +102,16 @@ class LieAttention(nn.Module):
         q, k, v = self.qkv(x).view(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
         if override is not None:  # another per-head bias in place of the Lie bias (`DeLiVR.bias_override`)
             add = override
-        elif mask is None:
-            add = self.nonlinear_bias(bias)
-        elif after:  # ours: g(B) first, then −inf (dtype min) on pairs with |t − s| > band
-            add = self.nonlinear_bias(bias).masked_fill(~mask, torch.finfo(x.dtype).min)
-        else:  # the official code: −1e4 written into B before g, so masked pairs get g(−1e4)
-            add = self.nonlinear_bias(bias.masked_fill(~mask, -1e4))
+        else:  # g(B) in fp32 even under autocast: bias differences between tokens are ~1e-2 (bf16 keeps 3 digits)
+            with torch.autocast(x.device.type, enabled=False):
+                bias = full_precision(bias)
+                if mask is None:
+                    add = self.nonlinear_bias(bias)
+                elif after:  # ours: g(B) first, then −inf (dtype min) on pairs with |t − s| > band
+                    add = self.nonlinear_bias(bias).masked_fill(~mask, torch.finfo(bias.dtype).min)
+                else:  # the official code: −1e4 written into B before g, so masked pairs get g(−1e4)
+                    add = self.nonlinear_bias(bias.masked_fill(~mask, -1e4))
+        add = add.to(q.dtype) if add.dtype != q.dtype else add
         if weights:
             att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + add, dim=-1)
             out = att @ v
@@ -244,16 +253,26 @@ class DeLiVR(DeLiVRPreTrainedModel):
         return tau_from_raw(self.tau_raw)
 
     def rotations(self, feat: torch.Tensor, b: int, t: int):
-        """Per-frame bounded rotations from the patch maps feat [BT, C, H', W'] -> (R [B,T,3,3], ω, θ)."""
-        out = self.so3_head(feat).view(b, t, 6)
+        """Per-frame bounded rotations from the patch maps feat [BT, C, H', W'] -> (R [B,T,3,3], ω, θ), fp32."""
+        out = full_precision(self.so3_head(feat).view(b, t, 6))
         mu, log_sigma = out[..., :3], out[..., 3:]
         if self.config.stochastic and self.training:
             mu = mu + log_sigma.exp().clamp(1e-6, 10.0) * torch.randn_like(mu)
         return bounded_rotation(mu, math.radians(self.config.theta_max_deg), self.config.rotation)
 
-    def forward(self, frames: torch.Tensor, output_attentions: bool = False, **_) -> DeLiVROutput:
-        """frames [B, T, 3, H, W] (T odd) -> `DeLiVROutput` with the restored centre frame [B, 3, H, W]."""
+    def forward(
+        self,
+        frames: torch.Tensor,
+        output_attentions: bool = False,
+        mask_after_mlp: bool | None = None,
+        **_,
+    ) -> DeLiVROutput:
+        """frames [B, T, 3, H, W] (T odd) -> `DeLiVROutput` with the restored centre frame [B, 3, H, W].
+
+        ``mask_after_mlp`` overrides the config's mask order for this call only (None: the config's); the
+        rotations, the Lie bias and the per-head MLP g run in fp32 under autocast."""
         cfg = self.config
+        after = cfg.mask_after_mlp if mask_after_mlp is None else bool(mask_after_mlp)
         check_frames(frames)
         b, t = frames.shape[:2]
         x, (h0, w0) = pad_to_multiple(frames, cfg.patch)
@@ -263,22 +282,23 @@ class DeLiVR(DeLiVRPreTrainedModel):
         grid = feat.shape[-2:]
         n = grid[0] * grid[1]
         rot, omega, theta = self.rotations(feat, b, t)
-        lb = lie_bias(
-            rot,
-            grid,
-            bias_form=cfg.bias_form,
-            time_weight=cfg.time_weight,
-            time_kappa=cfg.time_kappa,
-            tau=self.tau,
-            band=cfg.band,
-            spatial=cfg.spatial_bias,
-            temporal=cfg.temporal_bias,
-            decay=cfg.decay,
-            use_band_mask=cfg.band_mask,
-            temporal_grad=cfg.temporal_grad,
-        )
+        with torch.autocast(feat.device.type, enabled=False):
+            lb = lie_bias(
+                rot,
+                grid,
+                bias_form=cfg.bias_form,
+                time_weight=cfg.time_weight,
+                time_kappa=cfg.time_kappa,
+                tau=self.tau,
+                band=cfg.band,
+                spatial=cfg.spatial_bias,
+                temporal=cfg.temporal_bias,
+                decay=cfg.decay,
+                use_band_mask=cfg.band_mask,
+                temporal_grad=cfg.temporal_grad,
+            )
         mask = lb.mask if cfg.band_mask else None
-        bias = lb.bias.to(feat.dtype)
+        bias = lb.bias
         override = None
         if self.bias_override is not None:  # [heads, TN, TN], broadcast over the batch; band mask after
             override = self.bias_override(frames=t, grid=(int(grid[0]), int(grid[1]))).to(feat.dtype)
@@ -287,7 +307,7 @@ class DeLiVR(DeLiVRPreTrainedModel):
         shortcut = feat.flatten(2).transpose(1, 2).reshape(b, t * n, c)
         tokens, atts = shortcut, []
         for blk in self.blocks:
-            tokens, att = blk(tokens, bias, mask, cfg.mask_after_mlp, t, grid, output_attentions, override)
+            tokens, att = blk(tokens, bias, mask, after, t, grid, output_attentions, override)
             atts.append(att)
         tokens = (tokens + shortcut).view(b, t, n, c)
         sel = range(t) if cfg.return_all_frames else [(t - 1) // 2]

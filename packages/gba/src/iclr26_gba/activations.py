@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-import string
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -78,23 +78,28 @@ def collect_activations(
     return acts[:max_tokens] if max_tokens is not None else acts
 
 
-def text_tokenizer(model_path: str, vocab_size: int | None, log=print):
-    """The tokenizer saved with the model, else a character tokenizer over printable ASCII (offline)."""
-    from iclr26_core.tokenizers import char_tokenizer, load_tokenizer
+def text_tokenizer(model_ref: str, vocab_size: int | None = None, log=print):
+    """The tokenizer that comes with the model: ``AutoTokenizer`` of the same folder or hub id.
 
-    if Path(model_path).expanduser().is_dir():
-        try:
-            return load_tokenizer(Path(model_path).expanduser())
-        except (OSError, ValueError, TypeError):
-            pass
-    tok = char_tokenizer(string.printable)
-    if vocab_size is not None and len(tok) > vocab_size:
-        raise GBAError(
-            f"the model at {model_path!r} has no tokenizer and its vocabulary ({vocab_size}) is too "
-            f"small for the character tokenizer ({len(tok)} ids)"
-        )
-    log(f"no tokenizer saved with {model_path!r}: using a character tokenizer over printable ASCII")
-    return tok
+    ``tiny-<name>`` (the core's random-init models) gets the core's byte-level BPE of the model's
+    vocabulary size, whose ids those models use. A folder without tokenizer files, or a hub id that cannot
+    be loaded, is refused with one line (`GBAError`): feeding a model another tokenizer's ids is meaningless.
+    """
+    from iclr26_core.errors import UserError
+
+    if model_ref.startswith("tiny-"):
+        from iclr26_core.tokenizers import train_bpe
+
+        tok = train_bpe(int(vocab_size or 512))
+        log(f"{model_ref}: the core's byte-level BPE tokenizer ({len(tok)} ids)")
+        return tok
+    from iclr26_core.models import load_tokenizer
+
+    try:
+        tok = load_tokenizer(model_ref)
+    except UserError as exc:
+        raise GBAError(f"{exc}: an SAE needs the model's own tokenizer (save it next to the model)") from None
+    return tok  # ids beyond the model's vocabulary are refused by `collect_activations`
 
 
 def token_blocks_from_text(text: str, tokenizer, seq_len: int, max_tokens: int) -> torch.Tensor:
@@ -112,3 +117,69 @@ def token_blocks_from_text(text: str, tokenizer, seq_len: int, max_tokens: int) 
         raise GBAError(f"the text is too short: {exc}") from None
     n = max(1, min(blocks.shape[0], -(-max_tokens // seq_len)))
     return blocks[:n]
+
+
+def iter_paragraphs(path: str | Path | None) -> Iterator[str]:
+    """Paragraphs (blank-line separated) of a UTF-8 text file read line by line, or of the pydoc text."""
+    if path is None:
+        from iclr26_core.corpus import pydoc_topics
+
+        yield from (t for t in pydoc_topics().values() if t.strip())
+        return
+    para: list[str] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    para.append(line)
+                elif para:
+                    yield "".join(para)
+                    para = []
+    except UnicodeDecodeError:
+        raise GBAError(f"{str(path)!r} is not UTF-8 text") from None
+    if para:
+        yield "".join(para)
+
+
+def iter_token_blocks(
+    texts: Iterable[str], tokenizer, seq_len: int, max_tokens: int, batch_blocks: int = 16
+) -> Iterator[torch.Tensor]:
+    """[≤ batch_blocks, seq_len] int64 blocks of the texts' token ids (each text followed by EOS), lazily,
+    until ``max_tokens`` tokens; a tail shorter than one block is dropped unless it is all there is."""
+    from iclr26_core.corpus import encode_texts
+
+    eos = tokenizer.eos_token_id
+    ids: list[int] = []
+    emitted = 0
+    group: list[str] = []
+
+    def cut(final: bool) -> Iterator[torch.Tensor]:
+        nonlocal ids, emitted
+        n = len(ids) // seq_len
+        if final and n == 0 and emitted == 0 and ids:
+            yield torch.tensor([ids], dtype=torch.long)
+            emitted += len(ids)
+            return
+        for i in range(0, n, batch_blocks):
+            if emitted >= max_tokens:
+                return
+            k = min(batch_blocks, n - i, -(-(max_tokens - emitted) // seq_len))
+            block = torch.tensor(ids[i * seq_len : (i + k) * seq_len], dtype=torch.long).view(k, seq_len)
+            emitted += block.numel()
+            yield block
+        ids = ids[n * seq_len :]
+
+    for text in texts:
+        group.append(text)
+        if len(group) == 64:
+            for enc in encode_texts(group, tokenizer):
+                ids.extend(enc if eos is None else [*enc, eos])
+            group = []
+            yield from cut(False)
+            if emitted >= max_tokens:
+                return
+    for enc in encode_texts(group, tokenizer):
+        ids.extend(enc if eos is None else [*enc, eos])
+    yield from cut(True)
+    if emitted == 0:
+        raise GBAError("the text is empty")

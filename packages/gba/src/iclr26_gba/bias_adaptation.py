@@ -134,14 +134,17 @@ class GroupBiasAdaptation:
                 f"pre-activations have shape {tuple(pre_acts.shape)}, expected [B, {self.n_neurons}]"
             )
         y = pre_acts.detach()
-        count = (y > 0).sum(0)
-        peak = y.amax(0)
+        self.observe_counts((y > 0).sum(0), y.amax(0), y.shape[0])
+
+    @torch.no_grad()
+    def observe_counts(self, count: torch.Tensor, peak: torch.Tensor, rows: int) -> None:
+        """The same as `observe` from a batch's per-neuron counts of y_m > 0 [M] and maxima of y_m [M]."""
         if self._count is None:
             self._count, self._max = count, peak
         else:
             self._count += count
             torch.maximum(self._max, peak, out=self._max)
-        self._rows += y.shape[0]
+        self._rows += int(rows)
         self._steps += 1
 
     @property

@@ -32,6 +32,15 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tokens", type=int, default=200_000, help="activation rows to collect (default 200000)")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence (default 128)")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda ...")
+    p.add_argument(
+        "--activations",
+        metavar="DIR",
+        help="keep the activations in DIR (safetensors shards), or reuse them if DIR already holds them "
+        "(default: a temporary directory, removed at the end)",
+    )
+    p.add_argument(
+        "--shard-rows", type=int, default=65536, help="activation rows per shard file (default 65536)"
+    )
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,6 +50,19 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--htf", type=float, default=0.5, help="highest target frequency (default 0.5)")
     p.add_argument("--ltf", type=float, default=1e-3, help="lowest target frequency (default 1e-3)")
     p.add_argument("--every", type=int, default=50, help="T, steps between bias updates (default 50)")
+    p.add_argument(
+        "--spacing", choices=["geometric", "linear"], default="geometric", help="TAF grid (default geometric)"
+    )
+    p.add_argument("--gamma-minus", type=float, default=0.01, help="γ₋, bias step down (default 0.01)")
+    p.add_argument("--gamma-plus", type=float, default=0.01, help="γ₊, bias step up (default 0.01)")
+    p.add_argument(
+        "--eps", type=float, default=1e-6, help="a neuron firing less often is dead (default 1e-6)"
+    )
+    p.add_argument(
+        "--learn-pre-bias",
+        action="store_true",
+        help="let Adam move b_pre (default: frozen at the data mean; a learnable one undoes the adaptation)",
+    )
     p.add_argument("--steps", type=int, default=2000, help="optimiser steps (default 2000)")
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate (default 1e-4 for LLMs)")
@@ -57,7 +79,21 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         help="train this many SAEs on the same activations and report their cross-seed consistency",
     )
+    p.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue a run saved by `train` (SAE, biases, groups, targets, Adam state) for --steps more",
+    )
     _seed_init_out_args(p)
+
+
+def add_export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sae", required=True, metavar="DIR", help="a directory written by `train`")
+    p.add_argument("--out", required=True, metavar="DIR", help="new (or empty) output directory")
+    p.add_argument(
+        "--hook-name", help="SAELens hook name (default: from the layer, blocks.L-1.hook_resid_post)"
+    )
+    p.add_argument("--model-name", help="model name for SAELens's metadata (default: the one trained on)")
 
 
 def add_evaluate_arguments(p: argparse.ArgumentParser) -> None:
@@ -104,6 +140,12 @@ app = paper_cli(
             "FVU, L0 and dead fraction of a trained SAE on a model's activations",
             run="iclr26_gba.commands:evaluate",
             arguments=add_evaluate_arguments,
+        ),
+        Verb(
+            "export",
+            "write a trained SAE in SAELens's format (cfg.json + sae_weights.safetensors)",
+            run="iclr26_gba.commands:export",
+            arguments=add_export_arguments,
         ),
         Verb(
             "synthetic",

@@ -6,8 +6,10 @@ directory is built under a temporary name and renamed into place only on success
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from iclr26_core.errors import UserError
@@ -28,34 +30,76 @@ def _check_data_args(args) -> None:
         raise UserError(f"--layer must be >= 0, got {args.layer}")
     if args.text and not Path(args.text).is_file():
         raise UserError(f"--text {args.text!r} is not a file")
+    if getattr(args, "shard_rows", 1) < 1:
+        raise UserError(f"--shard-rows must be >= 1, got {args.shard_rows}")
 
 
-def _activations(args):
-    """(model, activations [N, d]) for the data arguments."""
-    import torch
+@contextlib.contextmanager
+def _activation_store(args, near: Path | None):
+    """The activations as an `ActivationStore`: reused from ``--activations DIR`` when it holds them,
+    else collected there (kept) or into a temporary directory next to ``near`` (removed afterwards)."""
+    from .activation_store import INDEX, ActivationStore
 
+    keep = getattr(args, "activations", None)
+    if keep and (Path(keep) / INDEX).is_file():
+        store = ActivationStore(keep)
+        meta = store.meta
+        if meta.get("model") != args.model or int(meta.get("layer", -1)) != args.layer:
+            raise UserError(
+                f"--activations {keep!r} holds {meta.get('model')!r} layer {meta.get('layer')}, "
+                f"not {args.model!r} layer {args.layer}"
+            )
+        _log(f"reusing {store.rows} activation rows (d={store.d}) from {keep}")
+        yield store
+        return
+    if keep:
+        yield _collect(args, Path(keep))
+        return
+    if near is not None:
+        near.parent.mkdir(parents=True, exist_ok=True)
+    parent = None if near is None else near.parent
+    with tempfile.TemporaryDirectory(prefix=".gba-activations-", dir=parent) as tmp:
+        yield _collect(args, Path(tmp) / "acts")
+
+
+def _collect(args, directory: Path):
+    """Run the model on the text and stream layer ``--layer``'s activations into shards under ``directory``."""
     from iclr26_core.cli import pick_device, progress
-    from iclr26_core.corpus import pydoc_text
     from iclr26_core.models import load_causal_lm
 
-    from .activations import collect_activations, text_tokenizer, token_blocks_from_text
+    from .activation_store import write_activations
+    from .activations import iter_paragraphs, iter_token_blocks, text_tokenizer
 
     device = pick_device(args.device)
     model = load_causal_lm(args.model).to(device)
     tok = text_tokenizer(args.model, getattr(model.config, "vocab_size", None), log=_log)
-    if args.text:
-        try:
-            text = Path(args.text).read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise UserError(f"--text {args.text!r} is not UTF-8 text") from None
-    else:
-        text = pydoc_text()
-    blocks = token_blocks_from_text(text, tok, args.seq_len, args.tokens)
-    acts = collect_activations(model, blocks, args.layer, max_tokens=args.tokens, progress=progress)
-    if not bool(torch.isfinite(acts).all()):
-        raise UserError("the model's activations contain NaN or infinite values")
-    _log(f"collected {acts.shape[0]} activation rows of dimension {acts.shape[1]} from layer {args.layer}")
-    return model, acts
+    blocks = iter_token_blocks(iter_paragraphs(args.text), tok, args.seq_len, args.tokens)
+    store = write_activations(
+        model,
+        blocks,
+        args.layer,
+        directory,
+        args.tokens,
+        shard_rows=getattr(args, "shard_rows", 65536),
+        meta={"model": args.model, "text": args.text or "pydoc", "seq_len": args.seq_len},
+        progress=progress,
+    )
+    _log(f"collected {store.rows} activation rows of dimension {store.d} from layer {args.layer}")
+    return store
+
+
+def _adaptation_args(args) -> dict:
+    method = "ba" if args.groups == 1 else "gba"
+    kw = {
+        "htf": args.htf,
+        "every": args.every,
+        "gamma_minus": args.gamma_minus,
+        "gamma_plus": args.gamma_plus,
+        "eps": args.eps,
+    }
+    if method == "gba":
+        kw.update({"n_groups": args.groups, "ltf": args.ltf, "spacing": args.spacing})
+    return kw
 
 
 def train(args) -> int:
@@ -63,11 +107,21 @@ def train(args) -> int:
     from iclr26_core.fs import check_out_dir
 
     _check_data_args(args)
-    validate_adaptation(args.groups, args.htf, args.ltf, args.every)
+    validate_adaptation(
+        args.groups, args.htf, args.ltf, args.every, args.spacing, args.gamma_minus, args.gamma_plus
+    )
     if args.neurons < args.groups:
         raise UserError(f"--neurons ({args.neurons}) must be at least --groups ({args.groups})")
     if args.steps < 1 or args.seeds < 1 or args.batch_size < 1:
         raise UserError("--steps, --seeds and --batch-size must be >= 1")
+    if not args.eps >= 0:
+        raise UserError(f"--eps must be >= 0, got {args.eps}")
+    if args.resume and args.seeds != 1:
+        raise UserError("--resume continues one run: use it with --seeds 1")
+    if args.resume:
+        from .state import load_training_state
+
+        load_training_state(args.resume)  # fails early, with one line, if there is nothing to resume
     out = check_out_dir(args.out)
 
     from iclr26_core.cli import pick_device, progress
@@ -77,50 +131,48 @@ def train(args) -> int:
     from .plots import plot_firing
     from .training import train_sae
 
-    _, acts = _activations(args)
-    n_eval = min(8192, max(1, acts.shape[0] // 10))
-    x_train, x_eval = acts[:-n_eval], acts[-n_eval:]
-    if x_train.shape[0] < 2:
-        raise UserError(f"only {acts.shape[0]} activation rows: raise --tokens")
-    device = pick_device(args.device)
     method = "ba" if args.groups == 1 else "gba"
-    runs = []
-    for i in range(args.seeds):
-        res = train_sae(
-            x_train,
-            method=method,
-            n_neurons=args.neurons,
-            steps=args.steps,
-            batch_size=args.batch_size,
-            lr=args.lr,
-            seed=args.seed + i,
-            bias_init=args.bias_init,
-            activation=args.activation,
-            loss=args.loss,
-            every=args.every,
-            htf=args.htf,
-            **({} if method == "ba" else {"n_groups": args.groups, "ltf": args.ltf}),
-            device=device,
-            progress=progress,
-        )
-        runs.append((res, sae_metrics(res.sae, x_eval)))
+    device = pick_device(args.device)
+    with _activation_store(args, out) as store:
+        n_eval = min(8192, max(1, store.rows // 10))
+        if store.rows - n_eval < 2:
+            raise UserError(f"only {store.rows} activation rows: raise --tokens")
+        train_rows = store.view(0, store.rows - n_eval)
+        x_eval = store.view(store.rows - n_eval).head(n_eval)
+        runs = []
+        for i in range(args.seeds):
+            res = train_sae(
+                train_rows,
+                method=method,
+                n_neurons=args.neurons,
+                steps=args.steps,
+                batch_size=args.batch_size,
+                lr=args.lr,
+                seed=args.seed + i,
+                bias_init=args.bias_init,
+                activation=args.activation,
+                loss=args.loss,
+                learn_pre_bias=args.learn_pre_bias,
+                device=device,
+                progress=progress,
+                resume=args.resume,
+                **_adaptation_args(args),
+            )
+            runs.append((res, sae_metrics(res.sae, x_eval)))
+        n_rows, n_train = store.rows, train_rows.rows
     with staged_dir(out) as tmp:
         metrics = {}
         for i, (res, ev) in enumerate(runs):
             res.sae.meta.update(
-                {
-                    "model": args.model,
-                    "layer": args.layer,
-                    "tokens": int(acts.shape[0]),
-                    "text": args.text or "pydoc",
-                }
+                {"model": args.model, "layer": args.layer, "tokens": n_rows, "text": args.text or "pydoc"}
             )
-            res.sae.save(tmp if i == 0 else tmp / f"seed{args.seed + i}")
+            res.save(tmp if i == 0 else tmp / f"seed{args.seed + i}")
             metrics[f"seed{args.seed + i}"] = {
                 "fvu": ev["fvu"],
                 "l0": ev["l0"],
                 "dead_fraction": ev["dead_fraction"],
                 "seconds": round(res.seconds, 2),
+                "steps_done": res.steps_done,
                 "history": res.history,
             }
         first, ev0 = runs[0]
@@ -129,7 +181,7 @@ def train(args) -> int:
             "l0": ev0["l0"],
             "dead_fraction": ev0["dead_fraction"],
             "eval_rows": int(x_eval.shape[0]),
-            "train_rows": int(x_train.shape[0]),
+            "train_rows": n_train,
             "per_seed": metrics,
         }
         if len(runs) > 1:
@@ -170,17 +222,18 @@ def evaluate(args) -> int:
     from .sae import TiedSAE
 
     sae = TiedSAE.load(args.sae)
-    _, acts = _activations(args)
-    if acts.shape[1] != sae.d:
-        raise UserError(
-            f"the model's activations have d={acts.shape[1]} but the SAE at {args.sae!r} has d={sae.d}"
-        )
-    ev = sae_metrics(sae, acts)
+    with _activation_store(args, out) as store:
+        if store.d != sae.d:
+            raise UserError(
+                f"the model's activations have d={store.d} but the SAE at {args.sae!r} has d={sae.d}"
+            )
+        ev = sae_metrics(sae, store.chunks())
+        rows = store.rows
     summary = {
         "fvu": ev["fvu"],
         "l0": ev["l0"],
         "dead_fraction": ev["dead_fraction"],
-        "rows": int(acts.shape[0]),
+        "rows": rows,
     }
     print(json.dumps(summary, indent=2))
     if out is not None:
@@ -256,4 +309,25 @@ def synthetic(args) -> int:
         plot_recovery(rec["max_cos"], tmp / "recovery.png", f"{args.method}: FRR@0.9 = {rec['frr@0.9']:.2f}")
     print(json.dumps(summary, indent=2))
     print(f"wrote {out}")
+    return 0
+
+
+def export(args) -> int:
+    """``iclr26-gba export``: a trained tied SAE → SAELens's cfg.json + sae_weights.safetensors."""
+    from iclr26_core.fs import check_out_dir
+
+    from .sae import TiedSAE
+    from .saelens_export import export_saelens, hook_name_for_layer
+
+    out = check_out_dir(args.out)
+    sae = TiedSAE.load(args.sae)
+    meta = sae.meta
+    hook = args.hook_name or (hook_name_for_layer(meta["layer"]) if "layer" in meta else None)
+    info = {
+        "model_name": args.model_name or meta.get("model"),
+        "hook_name": hook,
+        "dataset_path": meta.get("text"),
+    }
+    export_saelens(sae, out, **{k: v for k, v in info.items() if v is not None})
+    print(f"wrote {out} (load it with sae_lens.SAE.load_from_disk({str(out)!r}))")
     return 0

@@ -16,6 +16,7 @@ ACTIVATIONS = ("relu", "jumprelu")
 LOSSES = ("mse", "normalized")
 SPACINGS = ("geometric", "linear")
 METHODS = ("gba", "ba", "topk", "l1")
+PRE_BIASES = ("mean", "zero")
 
 
 @dataclass
@@ -87,6 +88,8 @@ class TrainConfig:
     loss:           "mse" = mean ½‖x̂−x‖²; "normalized" divides by ‖x‖² (for LLM activations).
     activation:     "relu" (theory) or "jumprelu" (*inferred* reading of the paper's LLM runs).
     bias_init:      "zero" (default) or "quantile" (our addition: each neuron starts at its TAF).
+    pre_bias:       "mean" (default: b_pre = data mean, *inferred*; what LLM activations need) or "zero"
+                    (no centring: the statistical model x = Σ h_i v_i has no offset to remove).
     """
 
     lr: float = 1e-3
@@ -96,3 +99,4 @@ class TrainConfig:
     loss: str = "mse"
     activation: str = "relu"
     bias_init: str = "zero"
+    pre_bias: str = "mean"

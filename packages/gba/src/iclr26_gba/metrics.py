@@ -52,27 +52,40 @@ def recovery_metrics(dictionary: torch.Tensor, true_features: torch.Tensor, taus
 
 
 @torch.no_grad()
-def sae_metrics(sae, x: torch.Tensor, batch_size: int = 4096) -> dict:
-    """{"fvu", "l0", "dead_fraction", "firing_frequency" [M]} of ``sae`` on rows x [N, d] (caller's units)."""
-    x = sae.check_input(x)
-    if x.shape[0] < 2:
-        raise GBAError("need at least 2 rows to evaluate an SAE")
-    if not bool(torch.isfinite(x).all()):
-        raise GBAError("evaluation data contains NaN or infinite activations")
+def sae_metrics(sae, x, batch_size: int = 4096) -> dict:
+    """{"fvu", "l0", "dead_fraction", "firing_frequency" [M]} of ``sae`` on rows x [N, d] (caller's units).
+
+    ``x`` may also be an iterable of [n_i, d] chunks (e.g. `ActivationStore.chunks()`): one streamed pass,
+    Σ‖x − x̄‖² = Σ‖x‖² − N‖x̄‖² accumulated in float64.
+    """
+    chunks = [x] if isinstance(x, torch.Tensor) else x
     dev = sae.input_scale.device
-    sse, fires, l0 = 0.0, torch.zeros(sae.n_neurons, dtype=torch.float64), 0.0
-    for i in range(0, x.shape[0], batch_size):
-        xb = x[i : i + batch_size].to(dev)
-        x_hat, z = sae(xb)
-        sse += float(((xb - x_hat) ** 2).sum())
-        active = z > 0
-        fires += active.sum(0).double().cpu()
-        l0 += float(active.sum())
-    sst = float(((x - x.mean(0)) ** 2).sum())
-    freq = fires / x.shape[0]
+    sse, sq, n = 0.0, 0.0, 0
+    total = torch.zeros(sae.d, dtype=torch.float64)
+    fires = torch.zeros(sae.n_neurons, dtype=torch.float64)
+    l0 = 0.0
+    for chunk in chunks:
+        chunk = sae.check_input(chunk)
+        if not bool(torch.isfinite(chunk).all()):
+            raise GBAError("evaluation data contains NaN or infinite activations")
+        for i in range(0, chunk.shape[0], batch_size):
+            xb = chunk[i : i + batch_size].to(dev)
+            x_hat, z = sae(xb)
+            sse += float(((xb - x_hat) ** 2).sum())
+            active = z > 0
+            fires += active.sum(0).double().cpu()
+            l0 += float(active.sum())
+            xd = xb.double().cpu()
+            sq += float((xd**2).sum())
+            total += xd.sum(0)
+            n += xb.shape[0]
+    if n < 2:
+        raise GBAError("need at least 2 rows to evaluate an SAE")
+    sst = sq - float((total**2).sum()) / n
+    freq = fires / n
     return {
         "fvu": sse / max(sst, 1e-30),
-        "l0": l0 / x.shape[0],
+        "l0": l0 / n,
         "dead_fraction": float((freq == 0).double().mean()),
         "firing_frequency": freq,
     }

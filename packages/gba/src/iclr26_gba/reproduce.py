@@ -18,6 +18,7 @@ from .plots import plot_firing, plot_recovery, plot_resonance
 from .resonance import resonance_sweep
 from .seeding import generator
 from .statistical_model import SparseFeatureModel, parse_sparsity
+from .steps_curve import FRRTrace, first_step_reaching, plot_steps
 from .training import train_sae
 
 
@@ -38,34 +39,52 @@ def _data(model: SparseFeatureModel, cfg, seed: int):
     return model.sample(int(rows), generator(int(model.seed), f"pool-{seed}"))[0]
 
 
-def train_arms(cfg, ctx, bar) -> dict[str, list[dict[str, Any]]]:
-    """Train every arm on every seed; {arm: [per-seed result dict]} (also keeps the SAEs for figures)."""
+def _toy(cfg) -> SparseFeatureModel:
     toy = cfg.toy
-    tr = cfg.train
-    model = SparseFeatureModel(
+    return SparseFeatureModel(
         toy.n_features, toy.d, parse_sparsity(str(toy.sparsity)), toy.magnitude, seed=int(cfg.seed)
     )
+
+
+def _arm_seeds(cfg, spec) -> int:
+    """An arm's seeds: its own ``seeds`` key (an extra arm may run fewer) or the scale's."""
+    return int(spec.get("seeds") or _seeds(cfg))
+
+
+def _train_arm(cfg, ctx, model, spec, seed: int, steps: int, trace: FRRTrace | None):
+    """One arm (a spec of ``cfg.arms``) on one seed (GBA arms: the scale's T and bias start unless set)."""
+    tr = cfg.train
+    spec = dict(spec)
+    method = spec.pop("method")
+    spec.pop("seeds", None)
+    extra = {"every": int(tr.every), "bias_init": str(tr.bias_init)} if method in ("gba", "ba") else {}
+    return train_sae(
+        _data(model, cfg, seed),
+        method=method,
+        n_neurons=int(tr.n_neurons),
+        steps=int(steps),
+        batch_size=int(tr.batch_size),
+        lr=float(tr.lr),
+        seed=seed,
+        device=ctx.device,
+        callback=trace,
+        **{**extra, **spec},  # an arm may set its own bias_init
+    )
+
+
+def train_arms(cfg, ctx, bar) -> dict[str, list[dict[str, Any]]]:
+    """Train every arm on every seed; {arm: [per-seed result dict]} (also keeps the SAEs for figures)."""
+    model = _toy(cfg)
     x_eval = model.sample(int(cfg.eval_rows), generator(int(cfg.seed), "eval"))[0]
+    every = int(cfg.get("trace_every") or 0)
     out: dict[str, list[dict[str, Any]]] = {}
     for arm, spec in cfg.arms.items():
-        spec = dict(spec)
-        method = spec.pop("method")
-        extra = {"every": int(tr.every), "bias_init": str(tr.bias_init)} if method in ("gba", "ba") else {}
         out[arm] = []
-        for i in range(int(_seeds(cfg))):
+        for i in range(_arm_seeds(cfg, spec)):
             seed = int(cfg.seed) + i
             bar.set_postfix_str(f"{arm} seed {seed}")
-            res = train_sae(
-                _data(model, cfg, seed),
-                method=method,
-                n_neurons=int(tr.n_neurons),
-                steps=int(tr.steps),
-                batch_size=int(tr.batch_size),
-                lr=float(tr.lr),
-                seed=seed,
-                device=ctx.device,
-                **{**extra, **spec},  # an arm may set its own bias_init
-            )
+            trace = FRRTrace(model.features, every) if every and spec.method in ("gba", "ba") else None
+            res = _train_arm(cfg, ctx, model, spec, seed, int(cfg.train.steps), trace)
             rec = recovery_metrics(res.sae.decoder_directions().cpu(), model.features)
             ev = sae_metrics(res.sae, x_eval)
             out[arm].append(
@@ -77,6 +96,7 @@ def train_arms(cfg, ctx, bar) -> dict[str, list[dict[str, Any]]]:
                     "_freq": ev["firing_frequency"],
                     "_dirs": res.sae.decoder_directions().cpu(),
                     "_gba": res.adaptation,
+                    "_trace": None if trace is None else trace.rows,
                 }
             )
             bar.update(1)
@@ -105,17 +125,17 @@ def claim_c1(arms: dict, cfg) -> Claim:
         holds,
         f"mean over {_seeds(cfg)} seed(s): FRR@0.8(GBA) >= 0.85 and FRR@0.9(GBA) >= FRR@0.9(TopK{k_hi}) + 0.3",
         f"TopK K={k_lo} (= s_max) for reference: FRR@0.8/0.9 {l8:.3f}/{l9:.3f}; "
-        f"GBA bias_init={cfg.train.bias_init}" + _zero_start_note(arms),
+        f"GBA bias_init={cfg.train.bias_init} (the paper's start)" + _quantile_note(arms),
     )
 
 
-def _zero_start_note(arms: dict) -> str:
-    """The same GBA arm started from b = 0 (the paper-inferred default), measured in the same run."""
-    if "gba_zero" not in arms:
+def _quantile_note(arms: dict) -> str:
+    """The extra arm: the same GBA started at each neuron's TAF (our option), measured in the same run."""
+    if "gba_quantile" not in arms:
         return ""
-    z8 = _mean([r["frr@0.8"] for r in arms["gba_zero"]])
-    z9 = _mean([r["frr@0.9"] for r in arms["gba_zero"]])
-    return f"; GBA from b=0 (paper-inferred start): FRR@0.8/0.9 {z8:.3f}/{z9:.3f}"
+    q8 = _mean([r["frr@0.8"] for r in arms["gba_quantile"]])
+    q9 = _mean([r["frr@0.9"] for r in arms["gba_quantile"]])
+    return f"; extra arm GBA bias_init=quantile (ours): FRR@0.8/0.9 {q8:.3f}/{q9:.3f}"
 
 
 def claim_c2(arms: dict, cfg) -> Claim:
@@ -145,7 +165,7 @@ def claim_c3(arms: dict, cfg) -> Claim:
         g <= 0.05 and g < t,
         f"mean over {_seeds(cfg)} seed(s) on {cfg.eval_rows} fresh rows: "
         f"dead(GBA) <= 0.05 and dead(GBA) < dead(TopK{k_lo})",
-        f"dead = never fires on the evaluation rows; GBA bias_init={cfg.train.bias_init}",
+        f"dead = never fires on the evaluation rows; GBA bias_init={cfg.train.bias_init} (the paper's start)",
     )
 
 
@@ -169,10 +189,33 @@ def _toy_f(cfg) -> float:
     return float(SparseFeatureModel(toy.n_features, toy.d, parse_sparsity(str(toy.sparsity))).frequencies[0])
 
 
+def steps_curves(cfg, ctx, arms: dict) -> dict[str, dict]:
+    """FRR against steps for the GBA arms (first seed): from the claims' own runs, or — with ``curve.steps``
+    > 0 — from longer runs of the ``curve.arms`` specs (same toy, data and settings) made for this figure."""
+    cv = cfg.get("curve") or {}
+    long_steps = int(cv.get("steps") or 0)
+    out: dict[str, dict] = {}
+    if long_steps > 0:
+        model = _toy(cfg)
+        every = int(cv.get("every") or cfg.get("trace_every") or 250)
+        for name, spec in (cv.get("arms") or {}).items():
+            ctx.log(f"steps curve: {name}, {long_steps} steps")
+            trace = FRRTrace(model.features, every)
+            res = _train_arm(cfg, ctx, model, spec, int(cfg.seed), long_steps, trace)
+            out[str(name)] = {"seconds": round(res.seconds, 1), "trace": trace.rows}
+    else:
+        for arm, runs in arms.items():
+            if runs and runs[0].get("_trace"):
+                out[arm] = {"seconds": runs[0]["seconds"], "trace": runs[0]["_trace"]}
+    for v in out.values():
+        v["first_step_frr@0.9>=0.7"] = first_step_reaching(v["trace"], "frr@0.9", 0.7)
+    return out
+
+
 def run(cfg, ctx) -> Results:
     """``iclr26-gba reproduce``: C1–C3 on the toy (``seeds`` seeds), C4 the resonance sweep; figures."""
     res_cfg = cfg.resonance
-    n_jobs = len(cfg.arms) * int(_seeds(cfg)) + len(res_cfg.ratios) * int(res_cfg.seeds)
+    n_jobs = sum(_arm_seeds(cfg, a) for a in cfg.arms.values()) + len(res_cfg.ratios) * int(res_cfg.seeds)
     with ctx.progress(total=n_jobs, desc="gba reproduce") as bar:
         arms = train_arms(cfg, ctx, bar)
         sweeps = []
@@ -213,6 +256,9 @@ def run(cfg, ctx) -> Results:
     ]
 
     figures = [plot_resonance(rows, ctx.run_dir / "resonance.png")]
+    curves = steps_curves(cfg, ctx, arms)
+    if curves:
+        figures.append(plot_steps({k: v["trace"] for k, v in curves.items()}, ctx.run_dir / "steps.png"))
     consistency = {}
     drawn = cfg.get("figure_arms") or list(arms)  # smoke draws fewer figures (matplotlib is slow)
     for arm, runs in arms.items():
@@ -244,8 +290,9 @@ def run(cfg, ctx) -> Results:
         },
         "resonance": rows,
         "cross_seed_consistency@0.9": consistency,
+        "steps_curves": curves,
     }
-    if bool(cfg.get("peers", False)):
+    if bool(cfg.peers.enabled):
         from .peers import run_peers
 
         ours = {

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .config import ACTIVATIONS
+from .config import ACTIVATIONS, PRE_BIASES
 from .errors import GBAError
 from .seeding import generator
 
@@ -59,14 +59,20 @@ class _SAE(nn.Module):
         return x.to(self.input_scale.dtype)
 
     @torch.no_grad()
-    def set_input_stats(self, x: torch.Tensor) -> None:
-        """Scale so that the mean ‖x‖ of ``x`` [N, d] becomes 1; b_pre = mean of the rescaled rows."""
+    def set_input_stats(self, x: torch.Tensor, pre_bias: str = "mean") -> None:
+        """Scale so that the mean ‖x‖ of ``x`` [N, d] becomes 1; b_pre = mean of the rescaled rows
+        (``pre_bias="mean"``) or 0 (``"zero"``: no centring, the statistical model's origin)."""
+        if pre_bias not in PRE_BIASES:
+            raise GBAError(f"unknown pre_bias {pre_bias!r}; choose one of {', '.join(PRE_BIASES)}")
         x = self.check_input(x)
         norm = x.norm(dim=1).mean()
         if not torch.isfinite(norm) or norm <= 0:
             raise GBAError("cannot scale the data: the activations are all zero or not finite")
         self.input_scale.fill_(1.0 / float(norm))
-        self.b_pre.copy_((x * self.input_scale).mean(0))
+        if pre_bias == "mean":
+            self.b_pre.copy_((x * self.input_scale).mean(0))
+        else:
+            self.b_pre.zero_()
 
     def pre_activations(self, x: torch.Tensor) -> torch.Tensor:
         """y [B, M] for raw x [B, d]."""

@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,7 +22,7 @@ from .bias_adaptation import GroupBiasAdaptation, quantile_bias_init
 from .config import LOSSES, METHODS, GBAConfig
 from .errors import GBAError
 from .sae import _SAE, L1SAE, TiedSAE, TopKSAE
-from .seeding import generator
+from .seeding import derive_seed, generator
 from .statistical_model import SparseFeatureModel
 
 STATS_ROWS = 8192
@@ -40,6 +41,14 @@ class TrainedSAE:
     adaptation: GroupBiasAdaptation | None = None
     config: dict[str, Any] = field(default_factory=dict)
     optimizer: torch.optim.Optimizer | None = None
+    steps_done: int = 0
+
+    def save(self, directory: str | Path) -> Path:
+        """The SAE (`sae.safetensors`, `sae_config.json`) and the state to resume from (`training_state.*`)."""
+        from .state import save_training_state
+
+        self.sae.save(directory)
+        return save_training_state(self, directory)
 
 
 def _check_batch(x: Any, d: int | None) -> torch.Tensor:
@@ -65,6 +74,8 @@ def _stream(data: Any, batch_size: int, seed: int) -> tuple[torch.Tensor, Iterat
                 yield data.sample(batch_size, g)[0]
 
         return stats, gen(), data.d
+    if hasattr(data, "batches") and hasattr(data, "head"):  # an ActivationStore on disk
+        return _check_batch(data.head(STATS_ROWS), None), data.batches(batch_size, seed), data.d
     if isinstance(data, torch.Tensor):
         x = _check_batch(data, None)
         if x.shape[0] < 1:
@@ -72,10 +83,10 @@ def _stream(data: Any, batch_size: int, seed: int) -> tuple[torch.Tensor, Iterat
         g = generator(int(seed), "minibatch-order")
 
         def gen_t() -> Iterator[torch.Tensor]:
-            while True:
-                perm = torch.randperm(x.shape[0], generator=g)
+            while True:  # one gather per pass: x[perm][i:j] == x[perm[i:j]], the same batches
+                shuffled = x[torch.randperm(x.shape[0], generator=g)]
                 for i in range(0, x.shape[0], batch_size):
-                    yield x[perm[i : i + batch_size]]
+                    yield shuffled[i : i + batch_size]
 
         return x[:STATS_ROWS], gen_t(), x.shape[1]
     if isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
@@ -119,10 +130,13 @@ def train_sae(
     unit_norm: bool = True,
     learn_pre_bias: bool = False,
     bias_init: str = "zero",
+    pre_bias: str = "mean",
     log_every: int = 100,
     device: str = "cpu",
     progress: bool | Callable = False,
     gba_config: GBAConfig | None = None,
+    callback: Callable[[int, _SAE], None] | None = None,
+    resume: str | Path | None = None,
     **adaptation: Any,
 ) -> TrainedSAE:
     """Train an SAE on ``data`` (a `SparseFeatureModel`, an [N, d] tensor or an iterable of [B, d] batches).
@@ -132,7 +146,12 @@ def train_sae(
     (needs ``k``) or "l1" (needs ``l1`` = λ). Raises `GBAError` for bad input and
     `iclr26_core.errors.TrainingDiverged` for a NaN loss.
     ``gba_config`` (a `GBAConfig`) supplies the adaptation settings at
-    once; explicit keywords override its fields.
+    once; explicit keywords override its fields. ``callback(step, sae)`` is called after every step (after
+    the bias update), e.g. to score the dictionary along the way. ``resume`` is a directory written by
+    `TrainedSAE.save`: the SAE, its biases, groups, targets and Adam's moments are loaded and ``steps`` more
+    steps are run (``method``, ``n_neurons`` and the adaptation settings must match the saved run).
+    ``pre_bias``: b_pre starts at the data mean ("mean") or at 0 ("zero"); ``learn_pre_bias`` applies to
+    every method (default False: b_pre stays where it started).
     """
     from iclr26_core.errors import TrainingDiverged
 
@@ -170,30 +189,53 @@ def train_sae(
             )
         adaptation["n_groups"] = 1
     batch_size, steps = int(batch_size), int(steps)
-    stats, batches, d = _stream(data, batch_size, seed)
+    saved = None
+    if resume is not None:
+        from .state import load_training_state
+
+        saved = load_training_state(resume)
+        if saved[0].get("method") != method:
+            raise GBAError(
+                f"the run at {str(resume)!r} used method={saved[0].get('method')!r}, not {method!r}"
+            )
+    start = 0 if saved is None else int(saved[0].get("steps_done", 0))
+    stream_seed = seed if start == 0 else derive_seed(seed, f"resume-{start}")
+    stats, batches, d = _stream(data, batch_size, stream_seed)
 
     gba = None
     if method in ("gba", "ba"):
+        if saved is not None:
+            adaptation = {**saved[0].get("adaptation", {}), **adaptation}
         gba = GroupBiasAdaptation(int(n_neurons), seed=seed, **adaptation)  # validates first
-        sae: _SAE = TiedSAE(d, n_neurons, activation, learn_pre_bias=learn_pre_bias, seed=seed)
-    elif method == "topk":
-        sae = TopKSAE(d, n_neurons, int(k), learn_pre_bias=True, seed=seed)
+    if saved is not None:
+        sae = _load_for_resume(resume, d, int(n_neurons))
+        if gba is not None:
+            from .state import restore_adaptation
+
+            restore_adaptation(gba, *saved)
     else:
-        sae = L1SAE(d, n_neurons, learn_pre_bias=True, seed=seed)
-    sae.set_input_stats(stats)
-    if gba is not None and bias_init == "quantile":
-        quantile_bias_init(sae, stats, gba.targets)
+        if gba is not None:
+            sae: _SAE = TiedSAE(d, n_neurons, activation, learn_pre_bias=learn_pre_bias, seed=seed)
+        elif method == "topk":
+            sae = TopKSAE(d, n_neurons, int(k), learn_pre_bias=learn_pre_bias, seed=seed)
+        else:
+            sae = L1SAE(d, n_neurons, learn_pre_bias=learn_pre_bias, seed=seed)
+        sae.set_input_stats(stats, pre_bias)
+        if gba is not None and bias_init == "quantile":
+            quantile_bias_init(sae, stats, gba.targets)
     sae.meta = {
         "method": method,
         "seed": seed,
         "lr": lr,
         "batch_size": batch_size,
-        "steps": steps,
+        "steps": start + steps,
         "loss": loss,
         "unit_norm": unit_norm,
-        "bias_init": bias_init,
+        "bias_init": bias_init if saved is None else sae.meta.get("bias_init", bias_init),
+        "pre_bias": pre_bias if saved is None else sae.meta.get("pre_bias", pre_bias),
         **({"adaptation": gba.config()} if gba is not None else {}),
         **({"l1": l1} if method == "l1" else {}),
+        **({"resumed_from": str(resume), "resumed_at": start} if saved is not None else {}),
     }
     sae.to(device)
     params = [p for p in sae.parameters() if p.requires_grad]
@@ -201,13 +243,19 @@ def train_sae(
         opt = torch.optim.Adam(params, lr=lr, fused=True)
     except (RuntimeError, TypeError):
         opt = torch.optim.Adam(params, lr=lr)
+    if saved is not None:
+        from .state import restore_optimizer
+
+        restore_optimizer(opt, sae, *saved)
+        for group in opt.param_groups:
+            group["lr"] = lr
 
     history: list[dict[str, float]] = []
     fired = torch.zeros(sae.n_neurons, dtype=torch.bool, device=device)
     l0_sum = torch.zeros((), device=device)
     loss_sum = torch.zeros((), device=device)
     n_log = 0
-    it: Iterable[int] = range(1, steps + 1)
+    it: Iterable[int] = range(start + 1, start + steps + 1)
     if progress is True:
         from iclr26_core.cli import progress as bar
 
@@ -216,6 +264,7 @@ def train_sae(
         it = progress(it, total=steps, desc=f"train {method}")
     t0 = time.perf_counter()
     scale = sae.input_scale.to(device)
+    done = start
     for step in it:
         try:
             x = next(batches)
@@ -235,15 +284,19 @@ def train_sae(
         if unit_norm and method != "l1":
             sae.normalize_()
         with torch.no_grad():
-            fired |= z.amax(0) > 0
-            l0_sum += (z > 0).sum() / z.shape[0]
+            counts = (z > 0).sum(0)  # [M]; for the tied SAE z_m > 0 exactly when y_m > 0 (b <= 0)
+            fired |= counts > 0
+            l0_sum += counts.sum() / z.shape[0]
             loss_sum += objective.detach()
             n_log += 1
-        if gba is not None:
-            gba.observe(y)
-            if gba.ready:
-                gba.update(sae)
-        if step % log_every == 0 or step == steps:
+            if gba is not None:
+                gba.observe_counts(counts, y.amax(0), y.shape[0])
+                if gba.ready:
+                    gba.update(sae)
+        done = step
+        if callback is not None:
+            callback(step, sae)
+        if step % log_every == 0 or step == start + steps:
             mean_loss = float(loss_sum) / n_log
             if not math.isfinite(mean_loss):
                 raise TrainingDiverged(f"the SAE loss became {mean_loss} by step {step} (try a lower lr)")
@@ -268,4 +321,15 @@ def train_sae(
         adaptation=gba,
         config=dict(sae.meta),
         optimizer=opt,
+        steps_done=done,
     )
+
+
+def _load_for_resume(directory: str | Path, d: int, n_neurons: int) -> _SAE:
+    sae = _SAE.load(directory)
+    if sae.d != d or sae.n_neurons != n_neurons:
+        raise GBAError(
+            f"the SAE at {str(directory)!r} has d={sae.d}, n_neurons={sae.n_neurons}; "
+            f"the data has d={d} and n_neurons={n_neurons} was asked for"
+        )
+    return sae

@@ -178,23 +178,40 @@ def smoke_run_fixture(main: Callable[[Sequence[str]], int | None], *overrides: s
 
 
 def check_smoke_report(
-    run: tuple[str | Path, CliResult],
-    slug: str,
+    run: tuple[str | Path, CliResult] | str | Path,
+    *args: Any,
     claims: str | Sequence[str] | None = None,
-    *,
     files: Sequence[str] = (),
     scale: str = "smoke",
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+) -> Any:
     """The reproduce contract of a finished run ``(out_dir, CliResult)`` (what `smoke_run_fixture` gives).
 
+    ``check_smoke_report(run, slug, claims, files=..., scale=...)`` -> ``(metrics, {claim id: claim})``.
     ``config.yaml``, ``metrics.json``, ``report.md`` and ``files`` exist in ``out``; the metrics name the paper,
     the scale and the claims ``claims`` (ids in order, a list or ``"C1 C2"``) with boolean verdicts; the printed
     table has a row per claim and its summary line counts the claims that hold; ``config.yaml`` records
-    ``threads``. Returns ``(metrics, {claim id: claim})`` for the package's own recomputation of each verdict.
+    ``threads``. Returns the metrics and the claims by id for the package's own recomputation of each verdict.
+
+    The first form, ``check_smoke_report(out, res, slug, claims=[...], files=...)`` -> ``metrics``, still works
+    (packages written against it: noise_stability, obr, pmkvq, routing_game).
     """
+    if isinstance(run, tuple):
+        (out, res), (slug, *rest) = run, args
+        if rest:
+            if claims is not None or len(rest) > 1:
+                raise TypeError("check_smoke_report(run, slug, claims, *, files, scale): claims given twice")
+            claims = rest[0]
+        m = _smoke_report(Path(out), res, slug, claims, files, scale)
+        return m, {c["id"]: c for c in m["claims"]}
+    res, slug = args  # the first form: (out, res, slug)
+    return _smoke_report(Path(run), res, slug, claims, files, scale)
+
+
+def _smoke_report(
+    out: Path, res: CliResult, slug: str, claims: str | Sequence[str] | None, files: Sequence[str], scale: str
+) -> dict[str, Any]:
     import json
 
-    out, res = Path(run[0]), run[1]
     claims = claims.split() if isinstance(claims, str) else claims
     missing = sorted({"config.yaml", "metrics.json", "report.md", *files} - {p.name for p in out.iterdir()})
     assert not missing, f"not written: {missing}"
@@ -209,7 +226,7 @@ def check_smoke_report(
     n_hold = sum(c["holds"] for c in m["claims"])
     assert f"{n_hold}/{len(ids)} claims hold" in res.stdout, res.stdout[-500:]
     assert "threads:" in (out / "config.yaml").read_text()
-    return m, {c["id"]: c for c in m["claims"]}
+    return m
 
 
 @contextlib.contextmanager
