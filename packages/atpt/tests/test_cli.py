@@ -182,3 +182,11 @@ def test_bad_override_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert_one_line_error(run_cli(main, ["reproduce", "scale=tiny"]), "scale")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sphere_verb():
+    res = run_cli(main, ["sphere", "--n", "10", "--d", "32", "--steps", "60"])
+    assert res.code == 0, res.output
+    angles = {ln.split(":")[0]: float(ln.split()[3]) for ln in res.stdout.splitlines()}
+    assert set(angles) == {"atpt", "ctpt", "otpt"} and angles["atpt"] > angles["ctpt"]
+    assert_one_line_error(run_cli(main, ["sphere", "--n", "1"]), "need --n >= 2")

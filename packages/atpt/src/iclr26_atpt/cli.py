@@ -40,6 +40,15 @@ def add_dispersion_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="FILE", help="also write the numbers to this JSON file")
 
 
+def add_sphere_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n", type=int, default=10, help="number of unit vectors N (default 10)")
+    p.add_argument("--d", type=int, default=32, help="dimension D (default 32)")
+    p.add_argument("--regularizer", choices=["atpt", "ctpt", "otpt", "all"], default="all")
+    p.add_argument("--steps", type=int, default=500, help="Adam steps (default 500)")
+    p.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate (default 1e-2)")
+    p.add_argument("--seed", type=int, default=0)
+
+
 app = paper_cli(
     slug="atpt",
     title="A-TPT: Angular Diversity Calibration for Test-Time Prompt Tuning (ICLR 2026)",
@@ -50,6 +59,12 @@ app = paper_cli(
             "test-time prompt tuning (A-TPT/TPT/C-TPT/O-TPT) of a CLIP on an image folder",
             run="iclr26_atpt.commands:tune",
             arguments=add_tune_arguments,
+        ),
+        Verb(
+            "sphere",
+            "spread N collapsed unit vectors in R^D with each regulariser alone; print the minimum angle",
+            run="iclr26_atpt.commands:sphere",
+            arguments=add_sphere_arguments,
         ),
         Verb(
             "dispersion",

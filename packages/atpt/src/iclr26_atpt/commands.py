@@ -175,3 +175,17 @@ def dispersion(args: argparse.Namespace) -> int:
             raise AtptError(f"{args.out!r} exists; choose a new file")
         atomic_write_text(Path(args.out), json.dumps(res, indent=2) + "\n")
     return 0
+
+
+def sphere(args: argparse.Namespace) -> int:
+    from .sphere import sphere_experiment
+
+    if args.n < 2 or args.d < 1 or args.steps < 0:
+        raise AtptError(f"need --n >= 2, --d >= 1, --steps >= 0 (got {args.n}, {args.d}, {args.steps})")
+    regs = ["atpt", "ctpt", "otpt"] if args.regularizer == "all" else [args.regularizer]
+    for reg in regs:
+        r = sphere_experiment(args.n, args.d, reg, steps=args.steps, lr=args.lr, seed=args.seed)
+        print(
+            f"{reg}: min angle {r.min_angle_deg:.2f} deg, mean nearest-neighbour angle {r.mean_nn_angle_deg:.2f} deg"
+        )
+    return 0
