@@ -12,21 +12,15 @@ from iclr26_bolt.cli import main
 from iclr26_core.testing import (
     assert_one_line_error,
     assert_refuses_nonempty_out,
-    imports_torch,
-    reproduce_smoke,
+    fast_help_test,
     run_cli,
+    smoke_run_fixture,
 )
 
-
-def test_help_does_not_import_torch():
-    assert imports_torch("from iclr26_bolt.cli import main; main(['--help'])") is False
-    assert imports_torch("from iclr26_bolt.cli import main; main(['distill', '--help'])") is False
+test_help_does_not_import_torch = fast_help_test("iclr26_bolt", ["distill", "--help"])
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("smoke") / "run"
-    return out, reproduce_smoke(main, out)
+smoke_run = smoke_run_fixture(main)
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):

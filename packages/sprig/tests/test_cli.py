@@ -11,23 +11,17 @@ from iclr26_core.models import tiny_model
 from iclr26_core.testing import (
     assert_one_line_error,
     assert_refuses_nonempty_out,
-    imports_torch,
-    reproduce_smoke,
+    fast_help_test,
     run_cli,
+    smoke_run_fixture,
 )
 from iclr26_core.tokenizers import train_bpe
 from iclr26_sprig.cli import main
 
-
-def test_help_does_not_import_torch():
-    assert imports_torch("from iclr26_sprig.cli import main; main(['--help'])") is False
-    assert imports_torch("from iclr26_sprig.cli import main; main(['optimize', '--help'])") is False
+test_help_does_not_import_torch = fast_help_test("iclr26_sprig", ["optimize", "--help"])
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("smoke") / "run"
-    return out, reproduce_smoke(main, out, "bench=false")
+smoke_run = smoke_run_fixture(main, "bench=false")
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):

@@ -14,52 +14,22 @@ Importing the package does not import torch: the public names are loaded on firs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from iclr26_core.lazy import lazy_package
 
-from iclr26_core.lazy import lazy_exports, package_version
-
-__version__ = package_version("iclr26-bolt")
-
-_EXPORTS: dict[str, str] = {
-    "OptionScorer": "scorer",
-    "PromptTemplate": "prompts",
-    "TeacherCache": "teacher",
-    "odd_loss": "odd",
-    "distill": "distill",
-    "fit_temperature": "calibration",
-    "router_features": "features",
-    "BudgetRouter": "router",
-    "Action": "router",
-    "decision_metrics": "metrics",
-    "token_ce_loss": "token_kd",
-}
-
-__all__ = [  # noqa: RUF022 - grouped as in the spec
-    "__version__",
-    "OptionScorer",
-    "PromptTemplate",
-    "TeacherCache",
-    "odd_loss",
-    "distill",
-    "fit_temperature",
-    "router_features",
-    "BudgetRouter",
-    "Action",
-    "decision_metrics",
-    "token_ce_loss",
-]
-assert set(__all__) == {"__version__", *_EXPORTS}
-
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .calibration import fit_temperature
-    from .distill import distill
-    from .features import router_features
-    from .metrics import decision_metrics
-    from .odd import odd_loss
-    from .prompts import PromptTemplate
-    from .router import Action, BudgetRouter
-    from .scorer import OptionScorer
-    from .teacher import TeacherCache
-    from .token_kd import token_ce_loss
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# submodule -> the public names it defines, loaded on first access
+__version__, __all__, __getattr__, __dir__ = lazy_package(
+    __name__,
+    "iclr26-bolt",
+    {
+        "scorer": "OptionScorer",
+        "prompts": "PromptTemplate",
+        "teacher": "TeacherCache",
+        "odd": "odd_loss",
+        "distill": "distill",
+        "calibration": "fit_temperature",
+        "features": "router_features",
+        "router": "BudgetRouter Action",
+        "metrics": "decision_metrics",
+        "token_kd": "token_ce_loss",
+    },
+)

@@ -6,44 +6,22 @@ The public API is re-exported lazily: ``import iclr26_isoenergy`` does not impor
 
 from __future__ import annotations
 
-from iclr26_core.lazy import lazy_exports, package_version
+from iclr26_core.lazy import lazy_package
 
-__version__ = package_version("iclr26-isoenergy")
-
-_EXPORTS = {
-    "IsoEnergyToy": "toy",
-    "MatchingPursuitSAE": "sae",
-    "alignment_loss": "losses",
-    "iso_energy_loss": "losses",
-    "reconstruction_loss": "losses",
-    "top1_mask": "losses",
-    "train_aligned_sae": "training",
-    "TrainedSAE": "training",
-    "beta_sweep": "training",
-    "one_cycle": "training",
-    "energy_report": "energy",
-    "energies_from_codes": "energy",
-    "EnergyReport": "energy",
-    "restrict": "energy",
-    "modality_gap": "gap",
-    "recall_at_1": "gap",
-    "wasserstein_cosine": "gap",
-    "mean_center": "gap",
-    "shift_gap": "gap",
-    "gap_table": "gap",
-    "r2_score": "recovery",
-    "dictionary_distance": "recovery",
-    "max_cosine_agreement": "recovery",
-    "merged_rate": "recovery",
-    "embed_pairs": "embed",
-    "tiny_clip": "embed",
-    "digit_pairs": "embed",
-    "check_pairs": "validate",
-    "IsoEnergyError": "validate",
-    "SAEConfig": "config",
-    "TrainConfig": "config",
-}
-
-__all__ = ["__version__", *_EXPORTS]
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# submodule -> the public names it defines, loaded on first access
+__version__, __all__, __getattr__, __dir__ = lazy_package(
+    __name__,
+    "iclr26-isoenergy",
+    {
+        "toy": "IsoEnergyToy",
+        "sae": "MatchingPursuitSAE",
+        "losses": "alignment_loss iso_energy_loss reconstruction_loss top1_mask",
+        "training": "train_aligned_sae TrainedSAE beta_sweep one_cycle",
+        "energy": "energy_report energies_from_codes EnergyReport restrict",
+        "gap": "modality_gap recall_at_1 wasserstein_cosine mean_center shift_gap gap_table",
+        "recovery": "r2_score dictionary_distance max_cosine_agreement merged_rate",
+        "embed": "embed_pairs tiny_clip digit_pairs",
+        "validate": "check_pairs IsoEnergyError",
+        "config": "SAEConfig TrainConfig",
+    },
+)

@@ -11,65 +11,22 @@ Importing the package does not import torch: the public names below are loaded o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from iclr26_core.lazy import lazy_package
 
-from iclr26_core.lazy import lazy_exports, package_version
-
-__version__ = package_version("iclr26-obr")
-
-# public name -> submodule that defines it
-_EXPORTS: dict[str, str] = {
-    "OBRConfig": "config",
-    "METHODS": "config",
-    "group_error_compensation": "compensation",
-    "obr_compress": "obr",
-    "baseline_compress": "obr",
-    "compress": "obr",
-    "CompressedWeight": "obr",
-    "layer_output_error": "obr",
-    "gptq_quantize": "gptq",
-    "sparsegpt_prune": "sparsegpt",
-    "wanda_mask": "masks",
-    "find_scales": "quantizer",
-    "hadamard_matrix": "hadamard",
-    "hadamard_rotate": "hadamard",
-    "apply_to_model": "model",
-    "CompressionReport": "model",
-    "synthetic_layer": "synthetic",
-}
-
-__all__ = [  # noqa: RUF022 - grouped as in the spec
-    "__version__",
-    "OBRConfig",
-    "METHODS",
-    "group_error_compensation",
-    "obr_compress",
-    "baseline_compress",
-    "compress",
-    "CompressedWeight",
-    "layer_output_error",
-    "gptq_quantize",
-    "sparsegpt_prune",
-    "wanda_mask",
-    "find_scales",
-    "hadamard_matrix",
-    "hadamard_rotate",
-    "apply_to_model",
-    "CompressionReport",
-    "synthetic_layer",
-]
-assert set(__all__) == {"__version__", *_EXPORTS}
-
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .compensation import group_error_compensation
-    from .config import METHODS, OBRConfig
-    from .gptq import gptq_quantize
-    from .hadamard import hadamard_matrix, hadamard_rotate
-    from .masks import wanda_mask
-    from .model import CompressionReport, apply_to_model
-    from .obr import CompressedWeight, baseline_compress, compress, layer_output_error, obr_compress
-    from .quantizer import find_scales
-    from .sparsegpt import sparsegpt_prune
-    from .synthetic import synthetic_layer
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# submodule -> the public names it defines, loaded on first access
+__version__, __all__, __getattr__, __dir__ = lazy_package(
+    __name__,
+    "iclr26-obr",
+    {
+        "config": "OBRConfig METHODS",
+        "compensation": "group_error_compensation",
+        "obr": "obr_compress baseline_compress compress CompressedWeight layer_output_error",
+        "gptq": "gptq_quantize",
+        "sparsegpt": "sparsegpt_prune",
+        "masks": "wanda_mask",
+        "quantizer": "find_scales",
+        "hadamard": "hadamard_matrix hadamard_rotate",
+        "model": "apply_to_model CompressionReport",
+        "synthetic": "synthetic_layer",
+    },
+)

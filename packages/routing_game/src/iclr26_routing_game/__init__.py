@@ -12,61 +12,20 @@ Importing the package imports neither torch nor numpy: the public names below ar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from iclr26_core.lazy import lazy_package
 
-from iclr26_core.lazy import lazy_exports, package_version
-
-__version__ = package_version("iclr26-routing-game")
-
-# public name -> submodule that defines it
-_EXPORTS: dict[str, str] = {
-    "RoutingGame": "game",
-    "Outcome": "game",
-    "Equilibrium": "game",
-    "Throttle": "game",
-    "simulate": "monte_carlo",
-    "sweep": "grids",
-    "estimate_params": "estimate",
-    "hf_solver": "estimate",
-    "digits_solvers": "estimate",
-    "generated_tasks": "estimate",
-    "load_tasks": "estimate",
-    "Params": "closed_form",
-    "outcomes": "closed_form",
-    "best_response": "user_response",
-    "provider_optimum": "provider",
-    "throttling": "throttle",
-}
-
-__all__ = [  # noqa: RUF022 - grouped: the game, simulation, sweeps, estimation, vectorised functions
-    "__version__",
-    "RoutingGame",
-    "Outcome",
-    "Equilibrium",
-    "Throttle",
-    "simulate",
-    "sweep",
-    "estimate_params",
-    "hf_solver",
-    "digits_solvers",
-    "generated_tasks",
-    "load_tasks",
-    "Params",
-    "outcomes",
-    "best_response",
-    "provider_optimum",
-    "throttling",
-]
-assert set(__all__) == {"__version__", *_EXPORTS}
-
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .closed_form import Params, outcomes
-    from .estimate import digits_solvers, estimate_params, generated_tasks, hf_solver, load_tasks
-    from .game import Equilibrium, Outcome, RoutingGame, Throttle
-    from .grids import sweep
-    from .monte_carlo import simulate
-    from .provider import provider_optimum
-    from .throttle import throttling
-    from .user_response import best_response
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+# submodule -> the public names it defines, loaded on first access
+__version__, __all__, __getattr__, __dir__ = lazy_package(
+    __name__,
+    "iclr26-routing-game",
+    {
+        "game": "RoutingGame Outcome Equilibrium Throttle",
+        "monte_carlo": "simulate",
+        "grids": "sweep",
+        "estimate": "estimate_params hf_solver digits_solvers generated_tasks load_tasks",
+        "closed_form": "Params outcomes",
+        "user_response": "best_response",
+        "provider": "provider_optimum",
+        "throttle": "throttling",
+    },
+)
