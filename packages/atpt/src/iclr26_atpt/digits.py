@@ -162,8 +162,12 @@ def train_toy_clip(
     lr: float = 1e-3,
     batch: int = 64,
     progress: bool = True,
+    logit_scale: float | None = None,
 ):
-    """(model, tokenizer) — the toy CLIP trained with the class-prompt contrastive CE on the digits (Adam)."""
+    """(model, tokenizer) — the toy CLIP trained with the class-prompt contrastive CE on the digits (Adam).
+
+    ``logit_scale``: None trains s = exp(logit_scale) from 1/0.07; a number fixes s to it (OpenAI CLIP's s sits at
+    its clamp, 100)."""
     from transformers import CLIPModel
 
     from iclr26_core.train import TrainConfig, train_lm
@@ -172,6 +176,9 @@ def train_toy_clip(
     cfg = toy_clip_config(len(tok), tok.eos_token_id, tok.pad_token_id)
     torch.manual_seed(seed)
     model = CLIPModel(cfg)
+    if logit_scale is not None:
+        model.logit_scale.data.fill_(math.log(float(logit_scale)))
+        model.logit_scale.requires_grad_(False)
     ids = tok([f"{CTX_INIT} {w}" for w in DIGIT_NAMES], padding=True, return_tensors="pt")["input_ids"]
     x, y = splits.train
 
@@ -187,7 +194,7 @@ def train_toy_clip(
         t = F.normalize(features(m.get_text_features(input_ids=ids.to(img.device))), dim=-1)
         return F.cross_entropy(m.logit_scale.exp() * f @ t.T, lab)
 
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     tcfg = TrainConfig(
         steps=steps,
         batch_size=batch,

@@ -188,6 +188,17 @@ def run(cfg, ctx) -> Results:
         missing.append("torchmetrics")
     if cfg.bench and seeds[0]["bench"].get("netcal") == "not installed":
         missing.append("netcal")
+    oc = seeds[0].get("bench", {}).get("open_clip", {})
+    if cfg.bench and oc.get("status") == "not installed":
+        missing.append("open-clip-torch")
+    elif oc.get("status") == "ok":
+        ctx.log(
+            f"open_clip runtime (seed {seeds[0]['seed']}, same weights and views): "
+            + ", ".join(
+                f"{k} ECE {oc[k]['ece']:.2f} acc {oc[k]['acc']:.1f} (max |Δp| {oc[k]['max_abs_dprob_vs_transformers']:.1e})"
+                for k in ("zero-shot", "TPT", "A-TPT")
+            )
+        )
     ctx.peers_missing(missing)
     claims = [c1_claim(sphere)]
     extra = {

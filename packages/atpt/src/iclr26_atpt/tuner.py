@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from .calibration import accuracy, ece20
 from .digits import features, make_views, view_generator
 from .objectives import REGULARIZERS, angular_diversity, min_pairwise_angle, regularizer_loss, tpt_loss
+from .openclip import OpenClipPromptLearner, is_open_clip, open_clip_normalisation, open_clip_to_tensor
 from .prompt import PromptLearner
 from .validate import AtptError, check_class_names, check_tta
 
@@ -76,7 +77,8 @@ def tune_on_features(
 
 
 class TestTimePromptTuner:
-    """A-TPT (``regularizer="atpt"``), TPT (``none``), C-TPT (``ctpt``) or O-TPT (``otpt``) on a transformers CLIP.
+    """A-TPT (``regularizer="atpt"``), TPT (``none``), C-TPT (``ctpt``) or O-TPT (``otpt``) on a transformers CLIP
+    or an open_clip CLIP (then ``processor`` is open_clip's preprocess transform and ``tokenizer`` its tokenizer).
 
     ``processor``: the CLIP's image processor (images are resized/cropped by it, views are made in [0, 1] pixel
     space, then normalised with its mean/std). ``augment``: ``augmix`` | ``crop`` | a callable
@@ -117,13 +119,18 @@ class TestTimePromptTuner:
         tokenizer = tokenizer if tokenizer is not None else getattr(processor, "tokenizer", None)
         if tokenizer is None:
             raise AtptError("a tokenizer is needed (pass tokenizer= or a CLIPProcessor)")
-        self.learner = PromptLearner(clip, tokenizer, class_names, n_ctx=n_ctx, ctx_init=ctx_init)
+        self.open_clip = is_open_clip(clip)
+        learner = OpenClipPromptLearner if self.open_clip else PromptLearner
+        self.learner = learner(clip, tokenizer, class_names, n_ctx=n_ctx, ctx_init=ctx_init)
         self.class_names = list(class_names)
         self.regularizer, self.lam, self.steps, self.lr = regularizer, float(lam), int(steps), float(lr)
         self.n_views, self.selection, self.augment, self.seed = int(n_views), float(selection), augment, seed
         ip = getattr(processor, "image_processor", processor)
-        self.mean = torch.tensor(ip.image_mean).view(1, 3, 1, 1)
-        self.std = torch.tensor(ip.image_std).view(1, 3, 1, 1)
+        mean, std = (
+            open_clip_normalisation(clip, processor) if self.open_clip else (ip.image_mean, ip.image_std)
+        )
+        self.mean = torch.tensor(mean).view(1, 3, 1, 1)
+        self.std = torch.tensor(std).view(1, 3, 1, 1)
         self.ip = ip
 
     @property
@@ -134,6 +141,8 @@ class TestTimePromptTuner:
         """A PIL image (processed without normalisation) or a [3, H, W] tensor in [0, 1]."""
         if isinstance(image, torch.Tensor):
             return image.float()
+        if self.open_clip:
+            return open_clip_to_tensor(self.processor, image)
         px = self.ip(images=image, do_normalize=False, return_tensors="pt")["pixel_values"][0]
         return px.float()
 
@@ -147,6 +156,8 @@ class TestTimePromptTuner:
         else:
             views = make_views(x, self.n_views, g, self.augment)
         px = (views - self.mean) / self.std
+        if self.open_clip:
+            return F.normalize(self.clip.encode_image(px), dim=-1)
         return F.normalize(features(self.clip.get_image_features(pixel_values=px)), dim=-1)
 
     def predict(self, image: Any, index: int = 0) -> TTAPrediction:
