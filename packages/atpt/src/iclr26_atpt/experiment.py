@@ -63,6 +63,7 @@ def run_methods(
             "acc": accuracy(probs, labels),
             "ece": ece20(probs, labels),
             "ad_deg": float(np.mean(ads[name])),
+            "confidence": 100.0 * float(probs.max(-1).mean()) if len(probs) else float("nan"),
             "probs": probs,
         }
     return out
@@ -144,7 +145,7 @@ def run_seed(cfg, seed: int, ctx) -> dict[str, Any]:
         result["lrs"][f"{lr:g}"] = {"lambda_o": lam_o, "val_ece_otpt": val_ece, "methods": res}
     if cfg.bench:
         result["bench"] = bench_rows(tuner, val_bank, yv, test_bank, yt)
-        if seed == int(cfg.seed):  # the second runtime on the first seed (budget)
+        if cfg.get("open_clip", True) and seed == int(cfg.seed):  # second runtime, first seed (budget)
             head = result["lrs"][f"{float(tta.lr):g}"]["methods"]
             result["bench"]["open_clip"] = open_clip_row(cfg, seed, tuner, tok, xt, yt, head, prog)
     return result
