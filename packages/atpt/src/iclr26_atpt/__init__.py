@@ -15,6 +15,8 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
         "objectives": "angular_diversity atfd orthogonality tpt_loss select_confident regularizer_loss "
         "min_pairwise_angle simplex_angle",
         "prompt": "PromptLearner",
+        "openclip": "OpenClipPromptLearner",
+        "openclip_port": "hf_to_open_clip",
         "tuner": "TestTimePromptTuner TTAPrediction",
         "sphere": "sphere_experiment SphereResult",
         "calibration": "ece20 fit_temperature reliability_figure",
