@@ -16,6 +16,25 @@ from torch import nn
 from .validate import AtptError, check_class_names
 
 
+def import_open_clip():
+    """``import open_clip`` with wandb hidden: open_clip imports timm, whose ``timm.utils.summary`` imports wandb when
+    it is installed; wandb's import takes seconds and patches sys.stdout/stderr (its console capture), which swallowed
+    the run's log lines and progress bars. timm treats the missing wandb as optional."""
+    import sys
+
+    if "open_clip" in sys.modules:
+        return sys.modules["open_clip"]
+    hide = "wandb" not in sys.modules
+    if hide:
+        sys.modules["wandb"] = None  # `import wandb` raises ImportError
+    try:
+        import open_clip
+    finally:
+        if hide and sys.modules.get("wandb", 0) is None:
+            del sys.modules["wandb"]
+    return open_clip
+
+
 def is_open_clip(model) -> bool:
     """True for an open_clip CLIP with the classic text tower (``token_embedding`` + ``transformer``)."""
     return all(hasattr(model, a) for a in ("encode_text", "encode_image", "token_embedding", "attn_mask"))
@@ -113,9 +132,8 @@ def open_clip_normalisation(model, preprocess=None) -> tuple[list[float], list[f
     cfg = getattr(model.visual, "preprocess_cfg", None) or {}
     if "mean" in cfg and "std" in cfg:
         return list(cfg["mean"]), list(cfg["std"])
-    from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
-
-    return list(OPENAI_DATASET_MEAN), list(OPENAI_DATASET_STD)
+    oc = import_open_clip()
+    return list(oc.constants.OPENAI_DATASET_MEAN), list(oc.constants.OPENAI_DATASET_STD)
 
 
 def open_clip_to_tensor(preprocess, image) -> torch.Tensor:

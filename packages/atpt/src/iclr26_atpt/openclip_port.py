@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from .openclip import import_open_clip
 from .validate import AtptError
 
 
@@ -30,6 +31,7 @@ def _copy_layers(hf_layers, oc_blocks) -> None:
 def hf_to_open_clip(hf_clip, image_mean=None, image_std=None):
     """An ``open_clip.model.CLIP`` with the weights of a `transformers` ``CLIPModel`` (quick-GELU ViT towers);
     ``image_mean`` / ``image_std`` (the HF processor's) go into the model's preprocess config."""
+    import_open_clip()
     from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
 
     tc, vc = hf_clip.config.text_config, hf_clip.config.vision_config
