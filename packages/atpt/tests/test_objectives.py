@@ -85,7 +85,7 @@ def test_atfd_and_orthogonality_against_numpy():
     assert float(orthogonality(torch.tensor(x))) == pytest.approx(ref_orth, rel=1e-5)
     xt = torch.tensor(x, requires_grad=True)
     assert float(regularizer_loss("ctpt", xt, 2.0).detach()) == pytest.approx(-2 * ref_atfd, rel=1e-5)
-    assert float(regularizer_loss("otpt", xt, 2.0)) == pytest.approx(2 * ref_orth, rel=1e-5)
+    assert float(regularizer_loss("otpt", xt, 2.0).detach()) == pytest.approx(2 * ref_orth, rel=1e-5)
 
 
 def naive_tpt(logits: np.ndarray, rho: float) -> float:
