@@ -221,9 +221,13 @@ def bench_rows(tuner, val_bank, yv, test_bank, yt) -> dict[str, Any]:
     try:
         from netcal.scaling import TemperatureScaling
 
+        # float64: netcal's scipy fit takes finite differences of a torch loss; on float32 input it sees a flat
+        # loss and stays at T = 1 (it did in the first scale=cpu run)
         ts = TemperatureScaling()
-        ts.fit(torch.tensor(zv).softmax(-1).numpy(), yv)
-        rows["ece_ts_netcal"] = ece20(ts.transform(torch.tensor(zt).softmax(-1).numpy()), yt)
+        ts.fit(torch.tensor(zv, dtype=torch.float64).softmax(-1).numpy(), yv)
+        rows["ece_ts_netcal"] = ece20(
+            ts.transform(torch.tensor(zt, dtype=torch.float64).softmax(-1).numpy()), yt
+        )
     except ImportError:
         rows["netcal"] = "not installed"
     return rows
