@@ -10,7 +10,7 @@ import torch
 from iclr26_bof4.cli import main
 from iclr26_core import testing
 from iclr26_core.models import tiny_model
-from iclr26_core.testing import assert_one_line_error, assert_refuses_nonempty_out, run_cli
+from iclr26_core.testing import assert_one_line_error, assert_refuses_nonempty_out, cli_args, run_cli
 from iclr26_core.tokenizers import train_bpe
 
 smoke_run = testing.smoke_run_fixture(main)
@@ -53,19 +53,14 @@ def test_quantize_verb(saved_model, tmp_path, mode):
     out = tmp_path / "q"
     res = run_cli(
         main,
-        [
+        cli_args(
             "quantize",
-            "--model",
-            str(saved_model),
-            "--out",
-            str(out),
-            "--mode",
-            mode,
-            "--eval-text",
-            str(saved_model.parent / "eval.txt"),
-            "--seq-len",
-            "32",
-        ],
+            model=saved_model,
+            out=out,
+            mode=mode,
+            eval_text=saved_model.parent / "eval.txt",
+            seq_len=32,
+        ),
     )
     assert res.code == 0, res.output
     report = json.loads((out / "quant_report.json").read_text())
@@ -80,14 +75,12 @@ def test_quantize_verb(saved_model, tmp_path, mode):
 
 
 def test_codebook_verb(tmp_path):
-    res = run_cli(main, ["codebook", "--name", "bof4s-mse", "--block-size", "32"])
+    res = run_cli(main, cli_args("codebook", name="bof4s-mse", block_size=32))
     assert res.code == 0 and "bof4s-mse I=32" in res.stdout
     levels = [float(v) for v in res.stdout.splitlines()[1].split()]
     assert len(levels) == 16 and levels[-1] == 1.0 and -0.88 < levels[0] < -0.86  # paper: -0.8733 at I=32
     out = tmp_path / "cb.json"
-    res = run_cli(
-        main, ["codebook", "--block-size", "32", "--signed", "--samples", "65536", "--out", str(out)]
-    )
+    res = run_cli(main, cli_args("codebook", block_size=32, signed=True, samples=65536, out=out))
     assert res.code == 0, res.output
     assert len(json.loads(out.read_text())["levels"]) == 16
 
@@ -116,14 +109,14 @@ def test_bad_input_one_line_nothing_written(tmp_path, monkeypatch, args, message
 
 def test_non_empty_out_refused(tmp_path):
     assert_refuses_nonempty_out(main, tmp_path)
-    res = run_cli(main, ["quantize", "--model", "tiny-llama", "--out", str(tmp_path)])
+    res = run_cli(main, cli_args("quantize", model="tiny-llama", out=tmp_path))
     assert_one_line_error(res, "not empty")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
 
 
 def test_quantize_dtype_and_device_map(saved_model, tmp_path):
     out = tmp_path / "q"
-    args = ["quantize", "--model", str(saved_model), "--out", str(out), "--mode", "packed"]
+    args = testing.cli_args("quantize", model=saved_model, out=out, mode="packed")
     res = run_cli(main, [*args, "--dtype", "bfloat16", "--device-map", "cpu"])
     assert res.code == 0, res.output
     report = json.loads((out / "quant_report.json").read_text())
@@ -134,18 +127,14 @@ def test_quantize_dtype_and_device_map(saved_model, tmp_path):
     layer = model.model.layers[0].self_attn.q_proj
     assert layer.weight_dtype == torch.bfloat16 and model.model.embed_tokens.weight.dtype == torch.bfloat16
     assert torch.isfinite(model(input_ids=torch.tensor([[1, 2, 3]])).logits.float()).all()
-    bad = run_cli(
-        main, ["quantize", "--model", str(saved_model), "--out", str(tmp_path / "b"), "--device-map", "{x"]
-    )
+    bad = run_cli(main, cli_args("quantize", model=saved_model, out=tmp_path / "b", device_map="{x"))
     assert_one_line_error(bad, "--device-map is not valid JSON")
     assert not (tmp_path / "b").exists()
 
 
 def test_bench_verb_is_a_summary_with_a_csv_beside_it(saved_model, tmp_path):
     out = tmp_path / "bench"
-    res = run_cli(
-        main, ["bench", "--model", str(saved_model), "--out", str(out), "--no-peers", "--max-layers", "3"]
-    )
+    res = run_cli(main, cli_args("bench", model=saved_model, out=out, no_peers=True, max_layers=3))
     assert res.code == 0, res.output
     md = (out / "bench.md").read_text()
     table = [line for line in md.splitlines() if line.startswith("| ")]
@@ -157,5 +146,5 @@ def test_bench_verb_is_a_summary_with_a_csv_beside_it(saved_model, tmp_path):
     assert summary["nf4"]["groups"]["model layers"]["mse_rel"] == 1.0
     assert summary["bof4s-mse"]["groups"]["model layers"]["tensors"] == 3
     assert "model layers" in res.stdout
-    bad = run_cli(main, ["bench", "--model", str(saved_model), "--max-layers", "0"])
+    bad = run_cli(main, cli_args("bench", model=saved_model, max_layers=0))
     assert_one_line_error(bad, "--max-layers must be >= 1")

@@ -8,15 +8,7 @@ import statistics
 
 import pytest
 
-from iclr26_core.testing import (
-    assert_help_is_fast,
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    odd_model,
-    run_cli,
-    smoke_run_fixture,
-)
+from iclr26_core import testing
 from iclr26_core.tokenizers import char_tokenizer
 from iclr26_noise_stability.cli import main
 
@@ -24,16 +16,16 @@ ALPHABET = "".join(chr(c) for c in range(32, 127)) + "\n"  # 96 characters + 3 s
 
 
 def test_help_does_not_import_torch():
-    assert_help_is_fast("iclr26_noise_stability", ["measure", "--help"], ["finetune", "--help"])
+    testing.assert_help_is_fast("iclr26_noise_stability", ["measure", "--help"], ["finetune", "--help"])
 
 
-smoke_run = smoke_run_fixture(main)  # one `reproduce scale=smoke` shared by this module's tests
+smoke_run = testing.smoke_run_fixture(main)  # one `reproduce scale=smoke` shared by this module's tests
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
     files = ["grokking.png", "stability.png", "relu_stability.png", "peers.md"]
-    m, _ = check_smoke_report((out, res), "noise_stability", ["C1", "C2", "C3", "C4"], files=files)
+    m, _ = testing.check_smoke_report((out, res), "noise_stability", ["C1", "C2", "C3", "C4"], files=files)
     claims = {c["id"]: c for c in m["claims"]}
     # recompute each verdict from the raw numbers with the spec's rules
     c1 = m["c1"]
@@ -68,7 +60,7 @@ def test_smoke_runs_the_peers(smoke_run):
 
 
 def test_reproduce_refuses_nonempty_out(tmp_path):
-    assert_refuses_nonempty_out(main, tmp_path / "busy")
+    testing.assert_refuses_nonempty_out(main, tmp_path / "busy")
 
 
 @pytest.mark.parametrize(
@@ -81,7 +73,9 @@ def test_reproduce_refuses_nonempty_out(tmp_path):
     ],
 )
 def test_reproduce_bad_settings_one_line(tmp_path, override, pattern):
-    res = run_cli(main, ["reproduce", "scale=smoke", f"out={tmp_path / 'r'}", override, "c1.n_pairs=100"])
+    res = testing.run_cli(
+        main, ["reproduce", "scale=smoke", f"out={tmp_path / 'r'}", override, "c1.n_pairs=100"]
+    )
     # the core announces the run before the settings are checked: the error is the one line after it
     lines = res.stderr.strip().splitlines()
     assert res.code == 2 and len(lines) == 2 and "reproducing" in lines[0], res.output
@@ -95,7 +89,7 @@ def user_model(tmp_path_factory):
     folder = tmp_path_factory.mktemp("user") / "tiny-gpt2"
     tok = char_tokenizer(ALPHABET)
     assert len(tok) == 99
-    odd_model("gpt2", seed=0).save_pretrained(folder)
+    testing.odd_model("gpt2", seed=0).save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
 
@@ -111,23 +105,11 @@ def text_file(tmp_path_factory):
 
 def test_measure_on_a_saved_model(user_model, tmp_path, text_file):
     out = tmp_path / "m"
-    res = run_cli(
+    res = testing.run_cli(
         main,
-        [
-            "measure",
-            "--model",
-            str(user_model),
-            "--out",
-            str(out),
-            "--seq-len",
-            "12",
-            "--samples",
-            "32",
-            "--degree",
-            "4",
-            "--text",
-            str(text_file),
-        ],
+        testing.cli_args(
+            "measure", model=user_model, out=out, seq_len=12, samples=32, degree=4, text=text_file
+        ),
     )
     assert res.code == 0, res.output
     s = json.loads((out / "stability.json").read_text())
@@ -137,28 +119,14 @@ def test_measure_on_a_saved_model(user_model, tmp_path, text_file):
     assert (out / "influence.png").is_file()
 
 
+def _finetune(model, text, out, **options):
+    argv = testing.cli_args("finetune", model=model, text=text, out=out, seq_len=32, batch_size=4, **options)
+    return testing.run_cli(main, argv)
+
+
 def test_finetune_on_a_saved_model(user_model, tmp_path, text_file):
     out = tmp_path / "ft"
-    res = run_cli(
-        main,
-        [
-            "finetune",
-            "--model",
-            str(user_model),
-            "--text",
-            str(text_file),
-            "--out",
-            str(out),
-            "--steps",
-            "4",
-            "--eval-every",
-            "2",
-            "--seq-len",
-            "32",
-            "--batch-size",
-            "4",
-        ],
-    )
+    res = _finetune(user_model, text_file, out, steps=4, eval_every=2)
     assert res.code == 0, res.output
     lines = [json.loads(x) for x in (out / "stability.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines] == [0, 2, 4]
@@ -170,28 +138,7 @@ def test_finetune_on_a_saved_model(user_model, tmp_path, text_file):
 
 def test_finetune_nan_keeps_the_last_good_checkpoint(user_model, tmp_path, text_file):
     out = tmp_path / "nan"
-    res = run_cli(
-        main,
-        [
-            "finetune",
-            "--model",
-            str(user_model),
-            "--text",
-            str(text_file),
-            "--out",
-            str(out),
-            "--steps",
-            "30",
-            "--eval-every",
-            "1",
-            "--seq-len",
-            "32",
-            "--batch-size",
-            "4",
-            "--lr",
-            "1e30",
-        ],
-    )
+    res = _finetune(user_model, text_file, out, steps=30, eval_every=1, lr="1e30")
     # the run announced itself; the divergence is one line at the end, no traceback
     assert res.code == 2 and "Traceback" not in res.output, res.output
     line = res.stderr.strip().splitlines()[-1]
@@ -204,7 +151,7 @@ def test_finetune_nan_keeps_the_last_good_checkpoint(user_model, tmp_path, text_
 
 def test_train_verb(tmp_path):
     out = tmp_path / "t"
-    res = run_cli(main, ["train", "--out", str(out), "--p", "7", "--steps", "50", "--gamma", "0.5"])
+    res = testing.run_cli(main, testing.cli_args("train", out=out, p=7, steps=50, gamma="0.5"))
     assert res.code == 0, res.output
     run = json.loads((out / "run.json").read_text())
     assert run["arm"] == "reg" and run["steps"] <= 50 and run["curve"]
@@ -221,28 +168,28 @@ def test_train_verb(tmp_path):
 )
 def test_finetune_bad_settings_one_line(user_model, text_file, tmp_path, args, pattern):
     out = tmp_path / "bad"
-    res = run_cli(
-        main, ["finetune", "--model", str(user_model), "--text", str(text_file), "--out", str(out), *args]
+    res = testing.run_cli(
+        main, testing.cli_args("finetune", *args, model=user_model, text=text_file, out=out)
     )
-    assert_one_line_error(res, pattern)
+    testing.assert_one_line_error(res, pattern)
     assert not out.exists()
 
 
 def test_measure_bad_inputs_one_line(user_model, tmp_path):
-    assert_one_line_error(
-        run_cli(main, ["measure", "--model", str(tmp_path / "none"), "--out", str(tmp_path / "o")]),
+    testing.assert_one_line_error(
+        testing.run_cli(main, testing.cli_args("measure", model=tmp_path / "none", out=tmp_path / "o")),
         "does not exist",
     )
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "x").write_text("mine")
-    assert_one_line_error(
-        run_cli(main, ["measure", "--model", str(user_model), "--out", str(busy)]), "not empty"
+    testing.assert_one_line_error(
+        testing.run_cli(main, testing.cli_args("measure", model=user_model, out=busy)), "not empty"
     )
     assert (busy / "x").read_text() == "mine"
-    assert_one_line_error(
-        run_cli(
-            main, ["measure", "--model", str(user_model), "--out", str(tmp_path / "o2"), "--seq-len", "500"]
+    testing.assert_one_line_error(
+        testing.run_cli(
+            main, testing.cli_args("measure", model=user_model, out=tmp_path / "o2", seq_len=500)
         ),
         "positions",
     )

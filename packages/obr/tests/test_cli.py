@@ -9,29 +9,22 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from iclr26_core import testing
 from iclr26_core.models import tiny_model
-from iclr26_core.testing import (
-    assert_help_is_fast,
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    run_cli,
-    smoke_run_fixture,
-)
 from iclr26_core.tokenizers import train_bpe
 from iclr26_obr.cli import main
 
 
 def test_help_does_not_import_torch():
-    assert_help_is_fast("iclr26_obr", ["compress", "--help"], ["evaluate", "--help"])
+    testing.assert_help_is_fast("iclr26_obr", ["compress", "--help"], ["evaluate", "--help"])
 
 
-smoke_run = smoke_run_fixture(main)
+smoke_run = testing.smoke_run_fixture(main)
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
-    m, _ = check_smoke_report(
+    m, _ = testing.check_smoke_report(
         (out, res), "obr", ["C1", "C2", "C3", "C4", "C5"], files=["layer_error.png", "alpha_ablation.md"]
     )
     claims = {c["id"]: c for c in m["claims"]}
@@ -69,24 +62,11 @@ def saved_model(tmp_path_factory):
 def test_compress_then_evaluate(saved_model, tmp_path):
     out = tmp_path / "c"
     calib = saved_model.parent / "calib.txt"
-    res = run_cli(
+    res = testing.run_cli(
         main,
-        [
-            "compress",
-            "--model",
-            str(saved_model),
-            "--out",
-            str(out),
-            "--calib",
-            str(calib),
-            "--nsamples",
-            "4",
-            "--seqlen",
-            "32",
-            "--nm",
-            "2:4",
-            "--rotate",
-        ],
+        testing.cli_args(
+            "compress", model=saved_model, out=out, calib=calib, nsamples=4, seqlen=32, nm="2:4", rotate=True
+        ),
     )
     assert res.code == 0, res.output
     report = json.loads((out / "compression.json").read_text())
@@ -103,7 +83,7 @@ def test_compress_then_evaluate(saved_model, tmp_path):
     for name, keep in masks.items():
         w = model.get_submodule(name).weight
         assert torch.all(w[keep == 0] == 0), name
-    res = run_cli(main, ["evaluate", "--model", str(out), "--data", str(calib), "--seqlen", "32"])
+    res = testing.run_cli(main, testing.cli_args("evaluate", model=out, data=calib, seqlen=32))
     assert res.code == 0, res.output
     ppl = json.loads((out / "metrics.json").read_text())["perplexity"]
     assert math.isfinite(ppl) and ppl > 1 and "perplexity" in res.stdout
@@ -125,8 +105,8 @@ def test_compress_then_evaluate(saved_model, tmp_path):
 )
 def test_compress_bad_input_one_line_nothing_written(saved_model, tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
-    res = run_cli(main, ["compress", "--model", str(saved_model), "--out", str(tmp_path / "out"), *args])
-    assert_one_line_error(res, message)
+    res = testing.run_cli(main, testing.cli_args("compress", *args, model=saved_model, out=tmp_path / "out"))
+    testing.assert_one_line_error(res, message)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -143,12 +123,12 @@ def test_compress_bad_input_one_line_nothing_written(saved_model, tmp_path, monk
 def test_bad_input_one_line_nothing_written(tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
     args = [a.replace("OUT", str(tmp_path / "out")) for a in args]
-    assert_one_line_error(run_cli(main, args), message)
+    testing.assert_one_line_error(testing.run_cli(main, args), message)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_non_empty_out_refused(tmp_path, saved_model):
-    assert_refuses_nonempty_out(main, tmp_path)
-    res = run_cli(main, ["compress", "--model", str(saved_model), "--out", str(tmp_path)])
-    assert_one_line_error(res, "not empty")
+    testing.assert_refuses_nonempty_out(main, tmp_path)
+    res = testing.run_cli(main, testing.cli_args("compress", model=saved_model, out=tmp_path))
+    testing.assert_one_line_error(res, "not empty")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]

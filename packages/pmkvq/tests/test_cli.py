@@ -7,30 +7,23 @@ import json
 
 import pytest
 
+from iclr26_core import testing
 from iclr26_core.models import tiny_model
-from iclr26_core.testing import (
-    assert_help_is_fast,
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    run_cli,
-    smoke_run_fixture,
-)
 from iclr26_core.tokenizers import train_bpe
 from iclr26_pmkvq.cli import main
 
 
 def test_help_does_not_import_torch():
-    assert_help_is_fast("iclr26_pmkvq", ["calibrate", "--help"], ["evaluate", "--help"])
+    testing.assert_help_is_fast("iclr26_pmkvq", ["calibrate", "--help"], ["evaluate", "--help"])
 
 
-smoke_run = smoke_run_fixture(main)
+smoke_run = testing.smoke_run_fixture(main)
 
 
 def test_reproduce_smoke_writes_a_computed_report(smoke_run):
     out, res = smoke_run
     files = ["kl_per_step.png", "memory_trace.png", "bench.md"]
-    m, _ = check_smoke_report((out, res), "pmkvq", ["C1", "C2", "C3", "C4"], files=files)
+    m, _ = testing.check_smoke_report((out, res), "pmkvq", ["C1", "C2", "C3", "C4"], files=files)
     claims = {c["id"]: c for c in m["claims"]}
     # recompute every verdict from the raw numbers with the spec's rules
     c1 = m["c1"]
@@ -51,7 +44,7 @@ def test_reproduce_smoke_writes_a_computed_report(smoke_run):
 
 
 def test_reproduce_refuses_a_nonempty_out(tmp_path):
-    assert_refuses_nonempty_out(main, tmp_path / "full")
+    testing.assert_refuses_nonempty_out(main, tmp_path / "full")
 
 
 @pytest.fixture(scope="module")
@@ -67,46 +60,25 @@ CAL = ["--calib-samples", "1", "--calib-len", "32", "--effective-len", "128", "-
 
 def test_calibrate_evaluate_generate_on_a_saved_model(saved_model, tmp_path):
     plan = tmp_path / "plan"
-    res = run_cli(
+    res = testing.run_cli(
         main,
-        [
-            "calibrate",
-            "--model",
-            str(saved_model),
-            "--budget-mb",
-            "0.005",
-            "--max-len",
-            "64",
-            *CAL,
-            "--out",
-            str(plan),
-        ],
+        testing.cli_args("calibrate", *CAL, model=saved_model, budget_mb="0.005", max_len=64, out=plan),
     )
     assert res.code == 0, res.output
     p = json.loads((plan / "plan.json").read_text())
     assert sorted(p["bits"]) == [2, 4] and sum(p["budgets_bytes"]) <= 0.005 * 2**20
     assert (plan / "rep_scales.safetensors").is_file()
-    res = run_cli(
-        main, ["evaluate", "--model", str(saved_model), "--plan", str(plan), "--length", "48", "--texts", "2"]
+    res = testing.run_cli(
+        main, testing.cli_args("evaluate", model=saved_model, plan=plan, length=48, texts=2)
     )
     assert res.code == 0, res.output
     m = json.loads((plan / "eval" / "metrics.json").read_text())
     assert m["pm-kvq"]["mean_kl"] <= m["fixed"]["mean_kl"] and m["fp"]["ppl"] > 0
     assert all(b <= 2 * budget for b, budget in zip(m["pm-kvq"]["peak_bytes"], p["budgets_bytes"]))
     assert (plan / "eval" / "memory_trace.png").is_file()
-    res = run_cli(
+    res = testing.run_cli(
         main,
-        [
-            "generate",
-            "--model",
-            str(saved_model),
-            "--plan",
-            str(plan),
-            "--prompt",
-            "def f(x):",
-            "--max-new-tokens",
-            "12",
-        ],
+        testing.cli_args("generate", model=saved_model, plan=plan, prompt="def f(x):", max_new_tokens=12),
     )
     assert res.code == 0, res.output
     assert "block 1:" in res.stdout and "bytes sink and window" in res.stdout
@@ -135,10 +107,10 @@ def test_bad_input_is_one_line_and_writes_nothing(saved_model, tmp_path):
     ]
     for i, (extra, pattern) in enumerate(cases):
         out = tmp_path / f"out{i}"
-        assert_one_line_error(run_cli(main, [*base, *extra, "--out", str(out)]), pattern)
+        testing.assert_one_line_error(testing.run_cli(main, [*base, *extra, "--out", str(out)]), pattern)
         assert not out.exists(), pattern
-    assert_one_line_error(
-        run_cli(main, ["evaluate", "--model", str(saved_model), "--plan", str(tmp_path / "none")]),
+    testing.assert_one_line_error(
+        testing.run_cli(main, testing.cli_args("evaluate", model=saved_model, plan=tmp_path / "none")),
         "no plan.json",
     )
     assert not (tmp_path / "none").exists()

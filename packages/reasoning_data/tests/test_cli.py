@@ -7,21 +7,13 @@ import json
 
 import pytest
 
-from iclr26_core.testing import (
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    fast_help_test,
-    run_cli,
-    smoke_run_fixture,
-    torch_threads,
-)
+from iclr26_core import testing
 from iclr26_reasoning_data.cli import main
 
-smoke_run = smoke_run_fixture(main)
+smoke_run = testing.smoke_run_fixture(main)
 
 
-test_help_does_not_import_torch = fast_help_test(
+test_help_does_not_import_torch = testing.fast_help_test(
     "iclr26_reasoning_data",
     ["run", "--help"],
     ["plan", "--help"],
@@ -30,15 +22,12 @@ test_help_does_not_import_torch = fast_help_test(
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
-    import importlib.util
-
-    ids = {"trl": "V1", "datatrove": "V3", "lm_eval": "V4"}
-    peers = sorted(["V2", *(v for mod, v in ids.items() if importlib.util.find_spec(mod))])
-    m, claims = check_smoke_report(
+    m, claims = testing.check_smoke_report(
         smoke_run,
         "reasoning_data",
-        ["C1", "C2", "C3", "C4", "C5", "C6", *peers],
+        "C1 C2 C3 C4 C5 C6",
         files=["arms.png", "families.png", "peers.md"],
+        peer_claims={"V1": "trl", "V2": None, "V3": "datatrove", "V4": "lm_eval"},
     )
     acc = {a: v["per_pretrain_seed"][0] for a, v in m["accuracy"].items()}
     by_id = {k: c["holds"] for k, c in claims.items()}
@@ -62,7 +51,7 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
 
 
 def test_refuses_nonempty_out(tmp_path):
-    assert_refuses_nonempty_out(main, tmp_path / "out")
+    testing.assert_refuses_nonempty_out(main, tmp_path / "out")
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +62,7 @@ def user_model(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("user") / "tiny-llama"
     tok = char_tokenizer()
-    with torch_threads():
+    with testing.torch_threads():
         odd_model("llama", vocab_size=len(tok)).save_pretrained(path)
     tok.save_pretrained(path)
     return path
@@ -81,21 +70,19 @@ def user_model(tmp_path_factory):
 
 def test_plan_generate_run_evaluate_on_a_saved_model(tmp_path, user_model):
     plan = tmp_path / "plan.yaml"
-    res = run_cli(main, ["plan", "--preset", "smoke", "--out", str(plan)])
+    res = testing.run_cli(main, testing.cli_args("plan", preset="smoke", out=plan))
     assert res.code == 0, res.output
-    res = run_cli(main, ["plan", "--check", str(plan), "--move", "reasoning:1000:pretrain:sft"])
+    res = testing.run_cli(main, testing.cli_args("plan", check=plan, move="reasoning:1000:pretrain:sft"))
     assert res.code == 0 and "sft:" in res.stdout, res.output
     data = tmp_path / "data.jsonl"
-    res = run_cli(
-        main, ["generate", "--families", "0,3", "--n", "50", "--corrupt", "0.2", "--out", str(data)]
-    )
+    res = testing.run_cli(main, testing.cli_args("generate", families="0,3", n=50, corrupt="0.2", out=data))
     assert res.code == 0, res.output
     rows = [json.loads(line) for line in data.read_text().splitlines()]
     assert len(rows) == 50 and sum(r["corrupted"] for r in rows) == 10
     assert all(r["text"] == r["prompt"] + r["answer"] and r["family"] in (0, 3) for r in rows)
     out = tmp_path / "run"
-    with torch_threads():
-        res = run_cli(main, ["run", "--plan", str(plan), "--model", str(user_model), "--out", str(out)])
+    with testing.torch_threads():
+        res = testing.run_cli(main, testing.cli_args("run", plan=plan, model=user_model, out=out))
     assert res.code == 0, res.output
     for f in (
         "tokens.json",
@@ -108,8 +95,8 @@ def test_plan_generate_run_evaluate_on_a_saved_model(tmp_path, user_model):
         assert (out / f).is_file(), f
     assert set(json.loads((out / "eval.json").read_text())) == {"pretrain", "sft"}
     ev = tmp_path / "eval.json"
-    with torch_threads():
-        res = run_cli(main, ["evaluate", "--model", str(user_model), "--data", str(data), "--out", str(ev)])
+    with testing.torch_threads():
+        res = testing.run_cli(main, testing.cli_args("evaluate", model=user_model, data=data, out=ev))
     assert res.code == 0, res.output
     got = json.loads(ev.read_text())
     assert got["n"] == 50 and 0.0 <= got["mean"] <= 1.0
@@ -117,34 +104,34 @@ def test_plan_generate_run_evaluate_on_a_saved_model(tmp_path, user_model):
 
 def test_bad_inputs_are_one_line(tmp_path, user_model):
     plan = tmp_path / "plan.yaml"
-    plan.write_text("stages:\n  - name: pretrain\n    lr: 0.003\n")
-    assert_one_line_error(run_cli(main, ["plan", "--check", str(plan)]), "has no 'mixture' field")
-    plan.write_text("stages:\n  - name: p\n    mixture: {sources: {a: 0}, tokens: 10}\n")
-    assert_one_line_error(run_cli(main, ["plan", "--check", str(plan)]), "must be a number > 0")
-    plan.write_text("stages:\n  - name: p\n    mixture: {sources: {}, tokens: 10}\n")
-    assert_one_line_error(run_cli(main, ["plan", "--check", str(plan)]), "at least one source")
-    plan.write_text("stages:\n  - name: p\n    mixture: {sources: {a: 1}, tokens: -3}\n")
-    assert_one_line_error(run_cli(main, ["plan", "--check", str(plan)]), "tokens must be an int >= 0")
+    for text, error in (
+        ("stages:\n  - name: pretrain\n    lr: 0.003\n", "has no 'mixture' field"),
+        ("stages:\n  - name: p\n    mixture: {sources: {a: 0}, tokens: 10}\n", "must be a number > 0"),
+        ("stages:\n  - name: p\n    mixture: {sources: {}, tokens: 10}\n", "at least one source"),
+        ("stages:\n  - name: p\n    mixture: {sources: {a: 1}, tokens: -3}\n", "tokens must be an int >= 0"),
+    ):
+        plan.write_text(text)
+        testing.assert_one_line_error(testing.run_cli(main, testing.cli_args("plan", check=plan)), error)
     good = tmp_path / "good.yaml"
-    assert run_cli(main, ["plan", "--preset", "smoke", "--out", str(good)]).code == 0
-    assert_one_line_error(
-        run_cli(main, ["plan", "--check", str(good), "--move", "reasoning:-5:pretrain:sft"]),
+    assert testing.run_cli(main, testing.cli_args("plan", preset="smoke", out=good)).code == 0
+    testing.assert_one_line_error(
+        testing.run_cli(main, testing.cli_args("plan", check=good, move="reasoning:-5:pretrain:sft")),
         "must be an int >= 0",
     )
     text = good.read_text().replace("general: pydoc", "web: pydoc")
     good.write_text(text)
     out = tmp_path / "never"
-    assert_one_line_error(
-        run_cli(main, ["run", "--plan", str(good), "--model", str(user_model), "--out", str(out)]),
+    testing.assert_one_line_error(
+        testing.run_cli(main, testing.cli_args("run", plan=good, model=user_model, out=out)),
         "unknown source(s) general",
     )
     assert not out.exists()
     data = tmp_path / "d.jsonl"
-    assert_one_line_error(
-        run_cli(main, ["generate", "--corrupt", "1.5", "--out", str(data)]), "corrupt must be"
+    testing.assert_one_line_error(
+        testing.run_cli(main, testing.cli_args("generate", corrupt="1.5", out=data)), "corrupt must be"
     )
-    assert_one_line_error(
-        run_cli(main, ["generate", "--families", "0,9", "--out", str(data)]), "unknown task family 9"
+    testing.assert_one_line_error(
+        testing.run_cli(main, testing.cli_args("generate", families="0,9", out=data)), "unknown task family 9"
     )
     assert not data.exists()
 
@@ -155,12 +142,10 @@ def test_a_model_without_lm_head_is_one_line(tmp_path):
     from iclr26_core.testing import odd_model
 
     path = tmp_path / "body"
-    with torch_threads():
+    with testing.torch_threads():
         LlamaModel(odd_model("llama").config).save_pretrained(path)
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"prompt": "Q: max 1 2?\nA: ", "final": "2"}) + "\n")
-    res = run_cli(
-        main, ["evaluate", "--model", str(path), "--data", str(data), "--out", str(tmp_path / "e.json")]
-    )
-    assert_one_line_error(res, "not a causal language model")
+    res = testing.run_cli(main, testing.cli_args("evaluate", model=path, data=data, out=tmp_path / "e.json"))
+    testing.assert_one_line_error(res, "not a causal language model")
     assert not (tmp_path / "e.json").exists()

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from iclr26_core.testing import torch_threads
+from iclr26_core.testing import one_thread_fixture
 
-
-@pytest.fixture(scope="session", autouse=True)
-def _one_thread():
-    with torch_threads(1):  # tiny models on a shared 2-core machine
-        yield
+_one_thread = one_thread_fixture()  # tiny models on a shared 2-core machine
 
 
 def random_games(n: int, seed: int = 0):

@@ -6,15 +6,8 @@ import json
 
 import pytest
 
+from iclr26_core import testing
 from iclr26_core.models import tiny_model
-from iclr26_core.testing import (
-    assert_help_is_fast,
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    run_cli,
-    smoke_run_fixture,
-)
 from iclr26_core.tokenizers import train_bpe
 from iclr26_routing_game.cli import main
 
@@ -22,16 +15,16 @@ EXAMPLE = ["--p1", "0.3", "--p2", "0.8", "--t1", "2", "--t2", "2.5", "--c1", "1"
 
 
 def test_help_does_not_import_torch():
-    assert_help_is_fast("iclr26_routing_game", ["estimate", "--help"], ["solve", "--help"])
+    testing.assert_help_is_fast("iclr26_routing_game", ["estimate", "--help"], ["solve", "--help"])
 
 
-smoke_run = smoke_run_fixture(main)  # reproduce scale=smoke, once per module
+smoke_run = testing.smoke_run_fixture(main)  # reproduce scale=smoke, once per module
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
     files = ["policy_map.png", "misalignment.png", "throttling.png", "draws.csv", "bench.md"]
-    m, _ = check_smoke_report((out, res), "routing_game", ["C1", "C2", "C3", "C4", "V1"], files=files)
+    m, _ = testing.check_smoke_report((out, res), "routing_game", ["C1", "C2", "C3", "C4", "V1"], files=files)
     claims = {c["id"]: c for c in m["claims"]}
     # recompute every verdict from the raw numbers with the spec's rules
     c1 = m["c1"]
@@ -64,7 +57,7 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
 
 
 def test_solve_prints_the_worked_example(tmp_path):
-    res = run_cli(main, ["solve", *EXAMPLE, "--P", "1", "--json", str(tmp_path / "sol.json")])
+    res = testing.run_cli(main, testing.cli_args("solve", *EXAMPLE, P=1, json=tmp_path / "sol.json"))
     assert res.code == 0, res.output
     assert "regime xi1<0<xi2" in res.stdout and "s0=0.2105" in res.stdout
     assert "equilibrium: route M" in res.stdout and "misalignment gap" in res.stdout
@@ -75,9 +68,7 @@ def test_solve_prints_the_worked_example(tmp_path):
 
 def test_sweep_verb(tmp_path):
     out = tmp_path / "sw"
-    res = run_cli(
-        main, ["sweep", "--x", "P", "--y", "V", "--n", "5", "--fixed", "p1=0.3,c2=4", "--out", str(out)]
-    )
+    res = testing.run_cli(main, testing.cli_args("sweep", x="P", y="V", n=5, fixed="p1=0.3,c2=4", out=out))
     assert res.code == 0, res.output
     assert {p.name for p in out.iterdir()} == {
         "sweep.csv",
@@ -106,25 +97,18 @@ def test_estimate_verb_on_saved_models(saved_models, tmp_path):
         '{"question": "3 * 3 =", "choices": [" 6", " 9", " 8"], "answer": 1, "type": "mul"}\n'
     )
     out = tmp_path / "est"
-    res = run_cli(
+    res = testing.run_cli(
         main,
-        [
+        testing.cli_args(
             "estimate",
-            "--model-a",
-            str(saved_models / "a"),
-            "--model-b",
-            str(saved_models / "b"),
-            "--tasks",
-            str(tasks),
-            "--value",
-            "5",
-            "--time-value",
-            "10",
-            "--flops-unit",
-            "1e6",
-            "--out",
-            str(out),
-        ],
+            model_a=saved_models / "a",
+            model_b=saved_models / "b",
+            tasks=tasks,
+            value=5,
+            time_value=10,
+            flops_unit="1e6",
+            out=out,
+        ),
     )
     assert res.code == 0, res.output
     est = json.loads((out / "estimate.json").read_text())
@@ -184,7 +168,7 @@ def test_estimate_verb_on_saved_models(saved_models, tmp_path):
 def test_bad_input_one_line_nothing_written(tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
     args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
-    assert_one_line_error(run_cli(main, args), message)
+    testing.assert_one_line_error(testing.run_cli(main, args), message)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -204,7 +188,7 @@ def test_api_rejects_bad_policies():
 
 
 def test_non_empty_out_refused(tmp_path):
-    assert_refuses_nonempty_out(main, tmp_path)
-    res = run_cli(main, ["sweep", "--x", "P", "--y", "V", "--n", "3", "--out", str(tmp_path)])
-    assert_one_line_error(res, "not empty")
+    testing.assert_refuses_nonempty_out(main, tmp_path)
+    res = testing.run_cli(main, testing.cli_args("sweep", x="P", y="V", n=3, out=tmp_path))
+    testing.assert_one_line_error(res, "not empty")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]

@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
+from iclr26_core.testing import one_thread_fixture
 
-from iclr26_core.testing import torch_threads
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _one_thread():
-    with torch_threads(1):  # tiny tensors on a shared 2-core machine
-        yield
+_one_thread = one_thread_fixture()  # tiny tensors on a shared 2-core machine

@@ -7,32 +7,20 @@ import json
 
 import pytest
 
+from iclr26_core import testing
 from iclr26_core.models import tiny_model
-from iclr26_core.testing import (
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    fast_help_test,
-    run_cli,
-    smoke_run_fixture,
-)
 from iclr26_core.tokenizers import train_bpe
 from iclr26_sprig.cli import main
 
-test_help_does_not_import_torch = fast_help_test("iclr26_sprig", ["optimize", "--help"])
+test_help_does_not_import_torch = testing.fast_help_test("iclr26_sprig", ["optimize", "--help"])
 
 
-smoke_run = smoke_run_fixture(main, "bench=false")
+smoke_run = testing.smoke_run_fixture(main, "bench=false")
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
-    out, res = smoke_run
-    assert {"config.yaml", "metrics.json", "report.md", "curves.png", "best_prompts.md"} <= {
-        p.name for p in out.iterdir()
-    }
-    m = json.loads((out / "metrics.json").read_text())
-    assert m["paper"] == "sprig" and m["scale"] == "smoke"
-    claims = {c["id"]: c for c in m["claims"]}
-    assert sorted(claims) == ["C1", "C2", "C3", "C4", "C5", "C6"]
+    files = ["curves.png", "best_prompts.md"]
+    m, claims = testing.check_smoke_report(smoke_run, "sprig", "C1 C2 C3 C4 C5 C6", files=files)
     rows = m["tier_a"]
     mean = lambda k: sum(r[k] for r in rows) / len(rows)  # noqa: E731
     assert claims["C1"]["holds"] == (mean("sprig") >= mean("empty") + 0.05 and mean("sprig") > mean("cot"))
@@ -40,7 +28,6 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert claims["C5"]["holds"] == (mean("sprig") >= mean("random") + 0.02)
     b = m["tier_b"]
     assert claims["C6"]["holds"] == (b["learned"] and b["gain"] >= 0.10)
-    assert "| C6 |" in res.stdout and "claims hold" in res.stdout
 
 
 @pytest.fixture(scope="module")
@@ -64,38 +51,26 @@ def user_files(tmp_path_factory):
 
 def test_optimize_and_evaluate_on_a_saved_model(user_files, tmp_path):
     d, out = user_files, tmp_path / "opt"
-    args = [
+    args = testing.cli_args(
         "optimize",
-        "--model",
-        str(d / "tiny"),
-        "--tasks",
-        str(d / "tasks.jsonl"),
-        "--components",
-        str(d / "pool.csv"),
-        "--budget",
-        "2000",
-        "--n-questions",
-        "5",
-        "--out",
-        str(out),
-    ]
-    res = run_cli(main, args)
+        model=d / "tiny",
+        tasks=d / "tasks.jsonl",
+        components=d / "pool.csv",
+        budget=2000,
+        n_questions=5,
+        out=out,
+    )
+    res = testing.run_cli(main, args)
     assert res.code == 0, res.output
     m = json.loads((out / "metrics.json").read_text())
     assert m["evaluations"] <= 2000 and set(m["test_accuracy"]["empty"]) == {"colour", "shade"}
     assert (out / "best_prompt.txt").read_text().strip() == m["best_prompt"]
     assert (out / "history.csv").read_text().startswith("step,prompt,score,evaluations")
-    res = run_cli(
+    res = testing.run_cli(
         main,
-        [
-            "evaluate",
-            "--model",
-            str(d / "tiny"),
-            "--tasks",
-            str(d / "tasks.jsonl"),
-            "--system-prompt",
-            str(d / "prompt.txt"),
-        ],
+        testing.cli_args(
+            "evaluate", model=d / "tiny", tasks=d / "tasks.jsonl", system_prompt=d / "prompt.txt"
+        ),
     )
     assert res.code == 0, res.output
     ev = json.loads(res.stdout)
@@ -127,29 +102,25 @@ def test_bad_input_one_line_nothing_written(user_files, tmp_path, change, messag
     else:
         model = change[1]
     out = tmp_path / "out"
-    res = run_cli(
+    res = testing.run_cli(
         main,
-        [
+        testing.cli_args(
             "optimize",
-            "--model",
-            model,
-            "--tasks",
-            str(files["tasks.jsonl"]),
-            "--components",
-            str(files["pool.csv"]),
-            "--budget",
-            budget,
-            "--n-questions",
-            "5",
-            "--out",
-            str(out),
-        ],
+            model=model,
+            tasks=files["tasks.jsonl"],
+            components=files["pool.csv"],
+            budget=budget,
+            n_questions=5,
+            out=out,
+        ),
     )
-    assert_one_line_error(res, message)
+    testing.assert_one_line_error(res, message)
     assert not out.exists()
 
 
 def test_reproduce_bad_overrides_and_non_empty_out(tmp_path):
-    assert_one_line_error(run_cli(main, ["reproduce", "scale=tiny"]), "options for scale")
-    assert_one_line_error(run_cli(main, ["reproduce", "search.n_iters=many"]), "must be an int")
-    assert_refuses_nonempty_out(main, tmp_path / "full")
+    testing.assert_one_line_error(testing.run_cli(main, ["reproduce", "scale=tiny"]), "options for scale")
+    testing.assert_one_line_error(
+        testing.run_cli(main, ["reproduce", "search.n_iters=many"]), "must be an int"
+    )
+    testing.assert_refuses_nonempty_out(main, tmp_path / "full")

@@ -238,9 +238,35 @@ def test_cli_skeleton_helpers(smoke_run, monkeypatch):
         check_smoke_report(out, res, "fixture_paper", claims=["C1", "C2"])
     with pytest.raises(TypeError, match="claims given twice"):
         check_smoke_report(smoke_run, "fixture_paper", "C1", claims=["C1"])
+    # peer claims: expected when their module is installed (json is, no_such_module_xyz is not)
+    assert check_smoke_report(smoke_run, "fixture_paper", "", peer_claims={"C1": "json"})[0] == m
+    with pytest.raises(AssertionError):
+        check_smoke_report(smoke_run, "fixture_paper", "C1", peer_claims={"V1": None})
+    assert (
+        check_smoke_report(smoke_run, "fixture_paper", "C1", peer_claims={"V1": "no_such_module_xyz"})[0] == m
+    )
+    report = (out / "report.md").read_text()
+    (out / "report.md").write_text(report.replace("| C1 |", "| C9 |"))
+    try:
+        with pytest.raises(AssertionError, match=r"report\.md"):
+            check_smoke_report(smoke_run, "fixture_paper", "C1")
+    finally:
+        (out / "report.md").write_text(report)
     monkeypatch.setenv("PYTHONPATH", str(HERE))
     assert_help_is_fast("fixture_paper", ["hello", "--help"])
     fast_help_test("fixture_paper", mentions=["hello", "reproduce"])()
     with pytest.raises(AssertionError, match="does not mention"):
         fast_help_test("fixture_paper", mentions=["goodbye"])()
     assert imports_torch(["import json", "import torch"]) is True
+
+
+def test_cli_args_builds_the_argv_a_user_types():
+    from pathlib import Path
+
+    from iclr26_core.testing import cli_args
+
+    got = cli_args(
+        "measure", "*.txt", model=Path("/m"), seq_len=12, fast=True, slow=False, seed=None, ks=(1, 2)
+    )
+    assert got == ["measure", "*.txt", "--model", "/m", "--seq-len", "12", "--fast", "--ks", "1", "2"]
+    assert cli_args("list") == ["list"]

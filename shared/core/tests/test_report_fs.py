@@ -63,3 +63,20 @@ def test_check_out_dir(tmp_path):
         check_out_dir(tmp_path / "empty")
     with pytest.raises(UserError, match="not a directory"):
         check_out_dir(tmp_path / "empty" / "x.json")
+
+
+def test_read_jsonl_rows_and_one_line_errors(tmp_path):
+    from iclr26_core.fs import read_jsonl
+
+    rows = [{"a": 1}, {"b": [1, 2]}]
+    p = tmp_path / "x.jsonl"
+    p.write_text(json.dumps(rows[0]) + "\n\n" + json.dumps(rows[1]) + "\n")
+    assert read_jsonl(p) == [("x.jsonl line 1", rows[0]), ("x.jsonl line 3", rows[1])]
+    for text, msg in (("{}\n{oops\n", "x.jsonl line 2: not valid JSON"), ("[1]\n", "line 1: expected a JSON object"),
+                      ("\n \n", "is empty")):  # fmt: skip
+        p.write_text(text)
+        with pytest.raises(UserError, match=msg) as err:
+            read_jsonl(p, "task file")
+        assert "\n" not in str(err.value)
+    with pytest.raises(UserError, match=r"task file .* does not exist"):
+        read_jsonl(tmp_path / "missing.jsonl", "task file")

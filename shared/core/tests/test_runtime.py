@@ -1,6 +1,7 @@
 """iclr26_core.runtime: the threads setting and the folding of third-party chatter."""
 
 import logging
+import os
 import warnings
 
 import pytest
@@ -98,3 +99,20 @@ def test_quiet_folds_what_installed_libraries_print(tmp_path, monkeypatch, capsy
     ]
     chattylib.hello()  # afterwards it prints again
     assert "CUDA" in capsys.readouterr().out
+
+
+def test_quiet_worker_silences_what_a_spawned_worker_would_print():
+    import subprocess
+    import sys
+
+    say = (
+        "import logging, warnings; import torch; "
+        "logging.getLogger('torch.utils._pytree').warning('PYTREE notice'); "
+        "warnings.warn('FUTURE notice', FutureWarning); print('done')"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ICLR26_VERBOSE"}
+    loud = subprocess.run([sys.executable, "-c", say], capture_output=True, text=True, env=env, timeout=120)
+    assert "PYTREE notice" in loud.stderr and "FUTURE notice" in loud.stderr  # what a bare worker prints
+    code = "from iclr26_core.runtime import quiet_worker; quiet_worker(); " + say
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert res.stdout.strip() == "done" and "notice" not in res.stderr, res.stderr

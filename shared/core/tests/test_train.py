@@ -95,3 +95,16 @@ def test_custom_batches_schedule_eval_and_ema_against_a_hand_computation():
     assert torch.allclose(res.ema_model.weight, ema)
     assert [s for s, _ in res.evals] == [2, 4] and torch.allclose(evals[-1], ema)
     assert not torch.allclose(res.ema_model.weight, model.weight)
+
+
+def test_train_lm_forgets_a_trainers_mixed_precision():
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state()  # whatever an earlier test's loop left
+    Accelerator(mixed_precision="bf16", cpu=True)  # what a Trainer(bf16=True) leaves in the process
+    assert AcceleratorState().mixed_precision == "bf16"
+    model = tiny_model("llama", vocab_size=99, seed=0)
+    cfg = TrainConfig(steps=1, batch_size=2, device="cpu", progress=False)
+    train_lm(model, torch.randint(0, 99, (8, 8)), None, cfg)
+    assert AcceleratorState().mixed_precision == "no"

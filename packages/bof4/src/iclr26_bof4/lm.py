@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 
-from iclr26_core.errors import UserError
 from iclr26_core.evaluation import perplexity
 
 from .model import apply_to_model, find_targets
@@ -39,47 +38,10 @@ ARMS = (
 )
 
 
-def _tiny_llama(lm: Any, seed: int):
-    from iclr26_core.models import tiny_model
-
-    return tiny_model(
-        "llama",
-        "small",
-        seed=seed,
-        hidden_size=int(lm.hidden_size),
-        num_hidden_layers=int(lm.num_layers),
-        num_attention_heads=int(lm.num_heads),
-        num_key_value_heads=int(lm.num_heads),
-        intermediate_size=int(lm.intermediate_size),
-        vocab_size=int(lm.vocab_size),
-        max_position_embeddings=max(256, int(lm.seq_len)),
-    )
-
-
-def _wikitext_blocks(tokenizer: Any, seq_len: int):
-    try:
-        import datasets
-
-        test = datasets.load_dataset("wikitext", "wikitext-2-raw-v1", split="test")
-    except Exception as exc:  # offline, no cache
-        raise UserError(
-            f"lm.data=wikitext2 needs the WikiText-2 dataset from the hub ({type(exc).__name__}); "
-            "use lm.data=pydoc offline"
-        ) from None
-    ids = tokenizer("\n\n".join(test["text"]), return_tensors="pt")["input_ids"][0]
-    n = len(ids) // seq_len
-    return ids[: n * seq_len].view(n, seq_len)
-
-
 def _data(lm: Any, tokenizer: Any):
-    from iclr26_core.corpus import lm_dataset
+    from iclr26_core.corpus import lm_blocks
 
-    if lm.data == "wikitext2":
-        return None, _wikitext_blocks(tokenizer, int(lm.seq_len))
-    if lm.data != "pydoc":
-        raise UserError(f"lm.data must be pydoc or wikitext2, got {lm.data!r}")
-    ds = lm_dataset(tokenizer, seq_len=int(lm.seq_len))
-    return ds["train"]["input_ids"], ds["validation"]["input_ids"]
+    return lm_blocks(tokenizer, lm.data, int(lm.seq_len), train=False)
 
 
 def model_names(lm: Any) -> list[str]:
@@ -92,30 +54,18 @@ def model_names(lm: Any) -> list[str]:
 
 
 def _train_tiny(lm: Any, ctx: Any, seed: int, arm: str, train: Any):
-    from iclr26_core.train import TrainConfig, train_lm
+    from iclr26_core.models import tiny_llama
+    from iclr26_core.train import train_briefly
 
-    model = _tiny_llama(lm, seed)
+    model = tiny_llama(lm, seed)
     if arm == "outliers":
         gen = torch.Generator().manual_seed(OUTLIER_INIT + seed)
         with torch.no_grad():
             for _, module, _ in find_targets(model, ())[0]:
                 inject_outliers(module.weight, float(lm.outlier_arm.p), float(lm.outlier_arm.factor), gen)
-    if int(lm.steps) > 0:
-        train_lm(
-            model,
-            train,
-            None,
-            TrainConfig(
-                steps=int(lm.steps),
-                batch_size=int(lm.batch_size),
-                lr=float(lm.lr),
-                warmup_steps=10,
-                seed=seed,
-                device="cpu" if ctx.device == "cpu" else "auto",
-                desc=f"C6 train {arm} seed {seed}",
-            ),
-        )
-    return model
+    return train_briefly(
+        model, train, lm, seed=seed, device=ctx.device, desc=f"C6 train {arm} seed {seed}", warmup_steps=10
+    )
 
 
 def language_models(lm: Any, ctx: Any, seed: int = 0) -> Iterator[dict[str, Any]]:

@@ -30,14 +30,6 @@ from .layer import BOF4Linear
 from .quantizer import quantize
 
 
-def _conv1d_class() -> type | None:
-    try:
-        from transformers.pytorch_utils import Conv1D
-    except ImportError:  # pragma: no cover - very old/new transformers
-        return None
-    return Conv1D
-
-
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
     """A skip entry matches a module name exactly, as a dotted component/suffix/prefix, or as an fnmatch glob."""
     parts = name.split(".")
@@ -131,25 +123,9 @@ class QuantReport:
 
 def find_targets(model: nn.Module, skip: tuple[str, ...] = ("lm_head",)):
     """``(targets, skipped)``: targets are ``(name, module, kind)`` for nn.Linear / Conv1D modules."""
-    conv1d = _conv1d_class()
-    embedding_ptrs = {
-        m.weight.data_ptr() for m in model.modules() if isinstance(m, nn.Embedding) and m.weight is not None
-    }
-    targets, skipped = [], []
-    for name, module in model.named_modules():
-        if isinstance(module, nn.Linear):
-            kind = "linear"
-        elif conv1d is not None and isinstance(module, conv1d):
-            kind = "conv1d"
-        else:
-            continue
-        if _matches(name, skip):
-            skipped.append({"name": name, "reason": "matches skip"})
-        elif module.weight.data_ptr() in embedding_ptrs:
-            skipped.append({"name": name, "reason": "weight tied to an embedding"})
-        else:
-            targets.append((name, module, kind))
-    return targets, skipped
+    from iclr26_core.models import linear_targets
+
+    return linear_targets(model, lambda name: _matches(name, skip))
 
 
 def _set_submodule(model: nn.Module, name: str, new: nn.Module) -> None:

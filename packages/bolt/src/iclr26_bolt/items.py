@@ -68,20 +68,9 @@ def check_items(items: Iterable[Any], where: str = "items") -> list[dict[str, An
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Read and validate items from a JSONL file (one JSON object per line; blank lines skipped)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"data file {str(path)!r} does not exist")
-    rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path.name} line {n}: not valid JSON ({exc.msg})") from None
-    if not rows:
-        raise UserError(f"data file {str(path)!r} is empty")
-    return check_items(rows, path.name)
+    from iclr26_core.fs import read_jsonl as rows_of
+
+    return check_items([row for _, row in rows_of(path, "data file")], Path(path).name)
 
 
 def jsonl_text(rows: Iterable[dict[str, Any]]) -> str:

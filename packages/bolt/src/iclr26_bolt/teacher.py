@@ -6,7 +6,6 @@ so the teacher and the student never need to be loaded at the same time (offline
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import torch
 
 from iclr26_core.errors import UserError
+from iclr26_core.fs import read_jsonl
 
 from .items import check_items, write_jsonl
 
@@ -108,28 +108,17 @@ class TeacherCache(Mapping[str, dict[str, Any]]):
 
     @classmethod
     def load(cls, path: str | Path) -> TeacherCache:
-        path = Path(path)
-        if not path.is_file():
-            raise UserError(f"teacher cache {str(path)!r} does not exist")
         entries: dict[str, dict[str, Any]] = {}
-        for n, line in enumerate(path.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"teacher cache {path.name} line {n}: not valid JSON ({exc.msg})") from None
+        for where, row in read_jsonl(path, "teacher cache"):
             missing = [f for f in ("id", "scores", "probs") if f not in row]
             if missing:
-                raise UserError(f"teacher cache {path.name} line {n}: missing fields {missing}")
+                raise UserError(f"teacher cache {where}: missing fields {missing}")
             if len(row["scores"]) != len(row["probs"]) or not all(
                 math.isfinite(float(p)) and p >= 0 for p in row["probs"]
             ):
-                raise UserError(f"teacher cache {path.name} line {n}: bad probabilities")
+                raise UserError(f"teacher cache {where}: bad probabilities")
             entries[str(row["id"])] = row
-        if not entries:
-            raise UserError(f"teacher cache {str(path)!r} is empty")
-        return cls(entries, path)
+        return cls(entries, Path(path))
 
     def check(self, items: Sequence[dict[str, Any]]) -> None:
         """Every item has an entry with as many probabilities as it has options (else one `UserError`)."""

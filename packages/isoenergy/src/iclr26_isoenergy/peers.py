@@ -124,24 +124,16 @@ def run_sae_peers(
 
     if importlib.util.find_spec("overcomplete") is not None:
 
-        def oc_mp() -> dict[str, Any]:
+        def oc_sae(cls: str, **sparsity: int) -> dict[str, Any]:
             oc = _import_overcomplete()
             torch.manual_seed(seed)
-            sae = oc.MpSAE(d, nb_concepts=n_atoms, k=k, device="cpu")
+            sae = getattr(oc, cls)(d, nb_concepts=n_atoms, device="cpu", **sparsity)
             secs = _train(sae, lambda x: sae(x)[2], img, txt, **train_kw)
             sae.eval()
-            return _score(f"overcomplete MpSAE k={k}", lambda x: sae.encode(x)[1], sae.decode, x_eval, secs)
+            return _score(f"overcomplete {cls} k={k}", lambda x: sae.encode(x)[1], sae.decode, x_eval, secs)
 
-        def oc_topk() -> dict[str, Any]:
-            oc = _import_overcomplete()
-            torch.manual_seed(seed)
-            sae = oc.TopKSAE(d, nb_concepts=n_atoms, top_k=k, device="cpu")
-            secs = _train(sae, lambda x: sae(x)[2], img, txt, **train_kw)
-            sae.eval()
-            return _score(f"overcomplete TopKSAE k={k}", lambda x: sae.encode(x)[1], sae.decode, x_eval, secs)
-
-        attempt("overcomplete MpSAE", oc_mp)
-        attempt("overcomplete TopKSAE", oc_topk)
+        attempt("overcomplete MpSAE", lambda: oc_sae("MpSAE", k=k))
+        attempt("overcomplete TopKSAE", lambda: oc_sae("TopKSAE", top_k=k))
     if importlib.util.find_spec("sae_lens") is not None:
 
         def sl_mp() -> dict[str, Any]:

@@ -95,11 +95,14 @@ def _run_all(cfg: Any, ctx: Any, jobs: list[tuple[str, int]], kw: dict) -> dict[
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from iclr26_core.runtime import quiet_worker
+
     threads = max(1, int(cfg.threads))
     ctx.log(
         f"{len(jobs)} runs of {kw['steps']} steps in {workers} worker processes ({threads} thread(s) each)"
     )
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=spawn, initializer=quiet_worker) as pool:
         futures = {
             f"{arm}/seed{seed}": pool.submit(
                 run_job, arm, seed, data_keys, job_kw(k, arm, seed), threads, k % workers

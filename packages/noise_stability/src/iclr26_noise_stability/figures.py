@@ -8,34 +8,24 @@ from typing import Any
 from iclr26_core.report import pyplot, save_figure
 
 
-def _colors(arms: list[str]) -> dict[str, str]:
-    return {a: f"C{i % 10}" for i, a in enumerate(arms)}
+def _runs(grid: dict[str, dict[int, dict]]):
+    """``(arm, colour, first, run)`` for every seed's run of every arm: one colour per arm, ``first`` for the
+    legend entry."""
+    for k, arm in enumerate(grid):
+        for i, (_seed, run) in enumerate(sorted(grid[arm].items())):
+            yield arm, f"C{k % 10}", i == 0, run
 
 
 def grokking(path: Path, grid: dict[str, dict[int, dict]], target: float) -> str:
     """Train (dashed) and validation (solid) accuracy against step, one colour per arm, one line per seed."""
     plt = pyplot()
-    arms = list(grid)
-    colors = _colors(arms)
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    for arm in arms:
-        for i, (_seed, run) in enumerate(sorted(grid[arm].items())):
-            steps = [p["step"] for p in run["curve"]]
-            ax.plot(
-                steps,
-                [p["val_acc"] for p in run["curve"]],
-                color=colors[arm],
-                lw=1.4,
-                label=f"{arm} (val)" if i == 0 else None,
-            )
-            ax.plot(
-                steps,
-                [p["train_acc"] for p in run["curve"]],
-                color=colors[arm],
-                lw=0.8,
-                ls="--",
-                label=f"{arm} (train)" if i == 0 else None,
-            )
+    for arm, color, first, run in _runs(grid):
+        steps = [p["step"] for p in run["curve"]]
+        val = [p["val_acc"] for p in run["curve"]]
+        ax.plot(steps, val, color=color, lw=1.4, label=f"{arm} (val)" if first else None)
+        train = [p["train_acc"] for p in run["curve"]]
+        ax.plot(steps, train, color=color, lw=0.8, ls="--", label=f"{arm} (train)" if first else None)
     ax.axhline(target, color="grey", lw=0.6)
     ax.set_xlabel("step")
     ax.set_ylabel("accuracy")
@@ -47,19 +37,11 @@ def grokking(path: Path, grid: dict[str, dict[int, dict]], target: float) -> str
 
 def stability(path: Path, grid: dict[str, dict[int, dict]], rho: float) -> str:
     plt = pyplot()
-    arms = list(grid)
-    colors = _colors(arms)
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    for arm in arms:
-        for i, (_seed, run) in enumerate(sorted(grid[arm].items())):
-            pts = [p for p in run["curve"] if "stability" in p]
-            ax.plot(
-                [p["step"] for p in pts],
-                [p["stability"] for p in pts],
-                color=colors[arm],
-                lw=1.2,
-                label=arm if i == 0 else None,
-            )
+    for arm, color, first, run in _runs(grid):
+        pts = [p for p in run["curve"] if "stability" in p]
+        x, y = [p["step"] for p in pts], [p["stability"] for p in pts]
+        ax.plot(x, y, color=color, lw=1.2, label=arm if first else None)
     ax.set_xlabel("step")
     ax.set_ylabel(f"normalised Stab_ρ (ρ = {rho})")
     ax.set_title("noise stability of the output distribution on validation inputs")

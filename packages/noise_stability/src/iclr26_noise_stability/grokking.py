@@ -153,7 +153,10 @@ def run_grid(cfg: dict[str, Any], jobs: list[tuple[str, int]], ctx: Any) -> dict
         ctx.log(
             f"{len(jobs)} runs in {workers} worker processes ({cfg.get('threads') or 'default'} torch thread(s) each)"
         )
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        from iclr26_core.runtime import quiet_worker
+
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=spawn, initializer=quiet_worker) as pool:
             futures = {pool.submit(run_job, cfg, a, s, "cpu"): (a, s) for a, s in jobs}
             for fut in as_completed(futures):
                 arm, seed = futures[fut]

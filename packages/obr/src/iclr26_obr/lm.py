@@ -15,57 +15,17 @@ from typing import Any
 
 import torch
 
-from iclr26_core.errors import UserError
 from iclr26_core.evaluation import perplexity
+from iclr26_core.models import tiny_llama
 
 from .model import apply_to_model
 
 
-def tiny_llama(lm: Any, seed: int):
-    from iclr26_core.models import tiny_model
-
-    return tiny_model(
-        "llama",
-        "small",
-        seed=seed,
-        hidden_size=int(lm.hidden_size),
-        num_hidden_layers=int(lm.num_layers),
-        num_attention_heads=int(lm.num_heads),
-        num_key_value_heads=int(lm.num_heads),
-        intermediate_size=int(lm.intermediate_size),
-        vocab_size=int(lm.vocab_size),
-        max_position_embeddings=max(256, int(lm.seq_len)),
-    )
-
-
-def _wikitext(tokenizer: Any, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    try:
-        import datasets
-
-        ds = datasets.load_dataset("wikitext", "wikitext-2-raw-v1")
-    except Exception as exc:  # offline, no cache
-        raise UserError(
-            f"lm.data=wikitext2 needs the WikiText-2 dataset from the hub ({type(exc).__name__}); "
-            "use lm.data=pydoc offline"
-        ) from None
-    out = []
-    for split in ("train", "test"):
-        ids = tokenizer("\n\n".join(ds[split]["text"]), return_tensors="pt")["input_ids"][0]
-        n = len(ids) // seq_len
-        out.append(ids[: n * seq_len].view(n, seq_len))
-    return out[0], out[1]
-
-
 def lm_blocks(lm: Any, tokenizer: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """(train blocks, held-out blocks) of ``lm.seq_len`` tokens: pydoc train/validation topics or WikiText-2."""
-    from iclr26_core.corpus import lm_dataset
+    from iclr26_core.corpus import lm_blocks
 
-    if lm.data == "wikitext2":
-        return _wikitext(tokenizer, int(lm.seq_len))
-    if lm.data != "pydoc":
-        raise UserError(f"lm.data must be pydoc or wikitext2, got {lm.data!r}")
-    ds = lm_dataset(tokenizer, seq_len=int(lm.seq_len))
-    return ds["train"]["input_ids"], ds["validation"]["input_ids"]
+    return lm_blocks(tokenizer, lm.data, int(lm.seq_len))
 
 
 def calibration_blocks(train: torch.Tensor, n: int, seed: int) -> torch.Tensor:
@@ -76,24 +36,18 @@ def calibration_blocks(train: torch.Tensor, n: int, seed: int) -> torch.Tensor:
 
 
 def train_tiny(lm: Any, train: torch.Tensor, seed: int, device: str):
-    from iclr26_core.train import TrainConfig, train_lm
+    from iclr26_core.train import train_briefly
 
-    model = tiny_llama(lm, seed)
-    if int(lm.steps) > 0:
-        train_lm(
-            model,
-            train,
-            None,
-            TrainConfig(
-                steps=int(lm.steps),
-                batch_size=int(lm.batch_size),
-                lr=float(lm.lr),
-                warmup_steps=min(30, int(lm.steps) // 10),
-                seed=seed,
-                device="cpu" if device == "cpu" else "auto",
-                desc=f"C5 train seed {seed}",
-            ),
-        )
+    warmup = min(30, int(lm.steps) // 10)
+    model = train_briefly(
+        tiny_llama(lm, seed),
+        train,
+        lm,
+        seed=seed,
+        device=device,
+        desc=f"C5 train seed {seed}",
+        warmup_steps=warmup,
+    )
     return model.eval()
 
 

@@ -16,23 +16,6 @@ from iclr26_core.errors import UserError
 LAYER_PATHS = ("model.layers", "transformer.h", "model.decoder.layers", "gpt_neox.layers")
 
 
-def conv1d_class() -> type | None:
-    try:
-        from transformers.pytorch_utils import Conv1D
-    except ImportError:  # pragma: no cover
-        return None
-    return Conv1D
-
-
-def kind_of(module: nn.Module) -> str | None:
-    conv1d = conv1d_class()
-    if isinstance(module, nn.Linear):
-        return "linear"
-    if conv1d is not None and isinstance(module, conv1d):
-        return "conv1d"
-    return None
-
-
 def matches(name: str, patterns: tuple[str, ...]) -> bool:
     """A skip entry matches a name exactly, as a dotted component or as an fnmatch glob."""
     parts = name.split(".")
@@ -58,20 +41,9 @@ def layer_targets(
     model: nn.Module, layer: nn.Module, prefix: str, skip: tuple[str, ...]
 ) -> tuple[list[tuple[str, nn.Module, str]], list[dict[str, str]]]:
     """(targets, skipped) in one decoder layer; targets are ``(full name, module, kind)``."""
-    embedding_ptrs = {m.weight.data_ptr() for m in model.modules() if isinstance(m, nn.Embedding)}
-    targets, skipped = [], []
-    for sub, module in layer.named_modules():
-        kind = kind_of(module)
-        if kind is None:
-            continue
-        name = f"{prefix}.{sub}"
-        if matches(name, skip):
-            skipped.append({"name": name, "reason": "matches skip"})
-        elif module.weight.data_ptr() in embedding_ptrs:
-            skipped.append({"name": name, "reason": "weight tied to an embedding"})
-        else:
-            targets.append((name, module, kind))
-    return targets, skipped
+    from iclr26_core.models import linear_targets
+
+    return linear_targets(model, lambda name: matches(name, skip), within=layer, prefix=prefix)
 
 
 def storage_bits(cin: int, sparsity: float, bits: int | None, nm: tuple[int, int] | None) -> dict[str, float]:

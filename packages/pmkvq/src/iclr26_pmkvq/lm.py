@@ -14,25 +14,7 @@ from typing import Any
 import torch
 
 from iclr26_core.errors import UserError
-
-
-def tiny_llama(m: Any, seed: int):
-    from iclr26_core.models import tiny_model
-
-    return tiny_model(
-        "llama",
-        "small",
-        seed=seed,
-        hidden_size=int(m.hidden_size),
-        num_hidden_layers=int(m.num_layers),
-        num_attention_heads=int(m.num_heads),
-        num_key_value_heads=int(m.num_kv_heads),
-        intermediate_size=int(m.intermediate_size),
-        vocab_size=int(m.vocab_size),
-        max_position_embeddings=int(m.max_position_embeddings),
-        rope_theta=float(m.rope_theta),
-        initializer_range=float(m.initializer_range),
-    )
+from iclr26_core.models import tiny_llama
 
 
 def tiny_qwen2(q: Any, seed: int, bias_std: float = 0.0):
@@ -83,7 +65,7 @@ def language_model(cfg: Any, ctx: Any, seed: int) -> tuple[Any, Any, str]:
     """(model, tokenizer, description): the user's model, or the tiny Llama trained here."""
     from iclr26_core.models import load_causal_lm, load_tokenizer
     from iclr26_core.tokenizers import train_bpe
-    from iclr26_core.train import TrainConfig, train_lm
+    from iclr26_core.train import train_briefly
 
     m = cfg.model
     if m.name:
@@ -92,21 +74,8 @@ def language_model(cfg: Any, ctx: Any, seed: int) -> tuple[Any, Any, str]:
     tokenizer = train_bpe(int(m.vocab_size))
     model = tiny_llama(m, seed)
     t = cfg.train
-    if int(t.steps) > 0:
-        train_lm(
-            model,
-            train_blocks(tokenizer, int(t.seq_len)),
-            None,
-            TrainConfig(
-                steps=int(t.steps),
-                batch_size=int(t.batch_size),
-                lr=float(t.lr),
-                warmup_steps=int(t.warmup_steps),
-                seed=seed,
-                device="cpu" if ctx.device == "cpu" else "auto",
-                desc="train tiny llama",
-            ),
-        )
+    blocks = train_blocks(tokenizer, int(t.seq_len)) if int(t.steps) > 0 else None
+    train_briefly(model, blocks, t, seed=seed, device=ctx.device, desc="train tiny llama")
     n = sum(p.numel() for p in model.parameters())
     desc = f"tiny llama ({n / 1e6:.2f}M params, {int(t.steps)} steps x {int(t.batch_size)} x {int(t.seq_len)} tokens)"
     return model.to(ctx.device).eval(), tokenizer, desc

@@ -77,6 +77,16 @@ def _ref(acc: Accuracies, a: str, b: str, steps: int, margin: float | None) -> s
     return f"; at {steps} SFT steps {_gap_text(acc.mean(ra), acc.mean(rb))}, {word}: {'yes' if ok else 'no'}"
 
 
+def _ahead(
+    acc: Accuracies, cid: str, text: str, paper: str, a: str, b: str, margin: float, why: str, note: str = ""
+) -> Claim:
+    """Arm ``a`` at least ``margin`` above arm ``b`` for every pretraining seed (the rule of C1, C3, C4)."""
+    holds = all(acc.acc(a, p) >= acc.acc(b, p) + margin for p in acc.pseeds)
+    rule = f"acc({a}) >= acc({b}) + {margin} for every pretraining seed ({why})"
+    note = f"per pretraining seed {_seeds(acc, a, b)}{note}"
+    return Claim(cid, text, paper, _gap_text(acc.mean(a), acc.mean(b)), holds, rule, note)
+
+
 def claims(
     acc: Accuracies, margin: float, ref_steps: int, big_extra: int = 48, q_big: float = 0.5
 ) -> list[Claim]:
@@ -84,18 +94,10 @@ def claims(
     pm = acc.pseeds
     # C1 front-loading
     a, b = "P_div->S_hq", "P0->S_hq"
-    holds = all(acc.acc(a, p) >= acc.acc(b, p) + margin for p in pm)
+    spread = f"; SFT-seed spread up to {_spread(acc, a):.3f}" + _ref(acc, a, b, ref_steps, margin)
+    text = "Front-loading reasoning into pretraining gives gains that persist after SFT"
     out.append(
-        Claim(
-            "C1",
-            "Front-loading reasoning into pretraining gives gains that persist after SFT",
-            "+19 % average after SFT and RL",
-            _gap_text(acc.mean(a), acc.mean(b)),
-            holds,
-            f"acc(P_div->S_hq) >= acc(P0->S_hq) + {margin} for every pretraining seed (mean over SFT seeds)",
-            f"per pretraining seed {_seeds(acc, a, b)}; SFT-seed spread up to {_spread(acc, a):.3f}"
-            + _ref(acc, a, b, ref_steps, margin),
-        )
+        _ahead(acc, "C1", text, "+19 % average after SFT and RL", a, b, margin, "mean over SFT seeds", spread)
     )
     # C2 later SFT cannot catch up
     a, b = "P0->S_move", "P_div->S_hq"
@@ -113,34 +115,13 @@ def claims(
             f"per pretraining seed {_seeds(acc, a, b)}{extra}",
         )
     )
-    # C3 diversity in pretraining
-    a, b = "P_div->S_hq", "P_hq->S_hq"
-    holds = all(acc.acc(a, p) >= acc.acc(b, p) + margin for p in pm)
+    # C3 diversity in pretraining, C4 quality in SFT
+    text = "Pretraining benefits most from diversity of reasoning patterns"
     out.append(
-        Claim(
-            "C3",
-            "Pretraining benefits most from diversity of reasoning patterns",
-            "+11 % average",
-            _gap_text(acc.mean(a), acc.mean(b)),
-            holds,
-            f"acc(P_div->S_hq) >= acc(P_hq->S_hq) + {margin} for every pretraining seed (same reasoning tokens)",
-            f"per pretraining seed {_seeds(acc, a, b)}",
-        )
+        _ahead(acc, "C3", text, "+11 % average", "P_div->S_hq", "P_hq->S_hq", margin, "same reasoning tokens")
     )
-    # C4 quality in SFT
-    a, b = "P_div->S_hq", "P_div->S_bad"
-    holds = all(acc.acc(a, p) >= acc.acc(b, p) + margin for p in pm)
-    out.append(
-        Claim(
-            "C4",
-            "SFT is most sensitive to data quality",
-            "+15 % average with high-quality SFT data",
-            _gap_text(acc.mean(a), acc.mean(b)),
-            holds,
-            f"acc(P_div->S_hq) >= acc(P_div->S_bad) + {margin} for every pretraining seed (same size)",
-            f"per pretraining seed {_seeds(acc, a, b)}",
-        )
-    )
+    text, paper = "SFT is most sensitive to data quality", "+15 % average with high-quality SFT data"
+    out.append(_ahead(acc, "C4", text, paper, "P_div->S_hq", "P_div->S_bad", margin, "same size"))
     # C5 latent effect of high-quality pretraining data
     post = [acc.acc("P_hq->S_hq", p) - acc.acc("P_hq-bad->S_hq", p) for p in pm]
     base = [acc.base("P_hq", p) - acc.base("P_hq-bad", p) for p in pm]

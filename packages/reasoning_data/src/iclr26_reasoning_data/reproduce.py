@@ -52,6 +52,8 @@ def run_jobs(cfg: dict, ctx: Any) -> dict[int, dict]:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        from iclr26_core.runtime import quiet_worker
+
         ctx.log(
             f"{len(pseeds)} pretraining seeds in {workers} worker processes ({cfg['threads']} thread(s) each)"
         )
@@ -61,7 +63,7 @@ def run_jobs(cfg: dict, ctx: Any) -> dict[int, dict]:
             stop = threading.Event()
             reader = threading.Thread(target=_drain, args=(q, bar, stop), daemon=True)
             reader.start()
-            with ProcessPoolExecutor(workers, mp_context=mp) as pool:
+            with ProcessPoolExecutor(workers, mp_context=mp, initializer=quiet_worker) as pool:
                 futures = {p: pool.submit(experiment.job, cfg, p, None, q) for p in pseeds}
                 for p, fut in futures.items():
                     out[p] = fut.result()

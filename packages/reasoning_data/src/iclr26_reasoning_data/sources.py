@@ -4,7 +4,6 @@ paragraph)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +40,6 @@ def load_source(spec: str) -> list[Any]:
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a JSONL file; `UserError` with the line number for a row that is not a JSON object."""
-    rows = []
-    with open(path) as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path}:{i}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise UserError(f"{path}:{i}: each line must be a JSON object")
-            rows.append(row)
-    if not rows:
-        raise UserError(f"{path} holds no rows")
-    return rows
+    from iclr26_core.fs import read_jsonl as rows_of
+
+    return [row for _, row in rows_of(path)]

@@ -13,7 +13,6 @@ on scikit-learn's digits).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,21 +26,9 @@ from iclr26_core.errors import UserError
 # ---------------------------------------------------------------------------------------------- tasks
 def load_tasks(path: str | Path) -> list[dict[str, Any]]:
     """Multiple-choice tasks from a JSON-lines file (one task per line); bad lines are a `UserError`."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"task file {str(path)!r} does not exist")
-    tasks = []
-    for k, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            task = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path.name} line {k}: not JSON ({exc.msg})") from None
-        tasks.append(check_task(task, f"{path.name} line {k}"))
-    if not tasks:
-        raise UserError(f"task file {str(path)!r} holds no tasks")
-    return tasks
+    from iclr26_core.fs import read_jsonl
+
+    return [check_task(task, where) for where, task in read_jsonl(path, "task file")]
 
 
 def check_task(task: Any, where: str) -> dict[str, Any]:

@@ -85,7 +85,7 @@ def estimate_section(cfg: Any, ctx: Any) -> dict[str, Any]:
     from iclr26_core.models import load_causal_lm, load_tokenizer, tiny_model
     from iclr26_core.tokenizers import train_bpe
 
-    from .estimate import digits_solvers, estimate_params, generated_tasks, hf_solver, load_tasks
+    from .estimate import digits_solvers, generated_tasks, hf_solver, load_tasks
 
     torch.set_num_threads(1)
     lm = cfg.estimate.lm
@@ -106,33 +106,34 @@ def estimate_section(cfg: Any, ctx: Any) -> dict[str, Any]:
         ]
     tasks = load_tasks(lm.task_file) if lm.task_file else generated_tasks(int(lm.tasks), int(cfg.seed))
     res = {}
-    with torch.no_grad():
-        est = estimate_params(
-            solvers,
-            tasks,
-            value=float(lm.value),
-            time_value=float(lm.time_value),
-            churn_penalty=float(lm.churn_penalty),
-            flops_unit=float(lm.flops_unit),
-            tie_break=cfg.tie_break,
-        )
+    est = _estimate(solvers, tasks, lm, cfg.tie_break)
     res["lm"] = {k: v for k, v in est.items() if k != "game"}
     d = cfg.estimate.digits
     tasks, solvers = digits_solvers(
         int(cfg.seed), n_test=int(d.n_test), ensemble=int(d.ensemble), hidden=int(d.hidden)
     )
-    est = estimate_params(
-        solvers,
-        tasks,
-        value=float(d.value),
-        time_value=float(d.time_value),
-        churn_penalty=float(d.churn_penalty),
-        flops_unit=float(d.flops_unit),
-        tie_break=cfg.tie_break,
-    )
+    est = _estimate(solvers, tasks, d, cfg.tie_break)
     res["digits"] = {k: v for k, v in est.items() if k != "game"}
     res["_digits"] = (tasks, solvers, est["game"])  # for the routellm bench; dropped before writing
     return res
+
+
+def _estimate(solvers: list, tasks: list, c: Any, tie_break: str) -> dict[str, Any]:
+    """`estimate_params` with the value, time value, churn penalty and FLOP unit of config section ``c``."""
+    import torch
+
+    from .estimate import estimate_params
+
+    with torch.no_grad():
+        return estimate_params(
+            solvers,
+            tasks,
+            value=float(c.value),
+            time_value=float(c.time_value),
+            churn_penalty=float(c.churn_penalty),
+            flops_unit=float(c.flops_unit),
+            tie_break=tie_break,
+        )
 
 
 def _describe(name: str, est: dict[str, Any]) -> str:

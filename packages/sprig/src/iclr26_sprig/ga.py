@@ -26,7 +26,7 @@ import numpy as np
 from .components import Component, SystemPrompt, check_pool
 from .fitness import Fitness
 from .proxy import make_proxy
-from .search import SearchResult, _check_budget, _paraphrase_fn
+from .search import SearchResult, _check_budget, _paraphrase_fn, qualname
 
 OPERATORS = ("crossover", "add_useful", "add_useless", "refine_subset", "rephrase", "swap", "delete")
 PROBABILITIES = (0.815, 0.025, 0.01, 0.025, 0.025, 0.05, 0.05)
@@ -139,24 +139,14 @@ def sprig_ga(
         if callback is not None:
             callback(entry)
     final = sorted(real, key=real.get, reverse=True)[:n_real]
-    dev = fitness(final, "dev")
-    i = int(np.argmax(dev))
-    return SearchResult(
-        best=final[i],
-        best_score=float(dev[i]),
-        history=history,
-        evaluations=fitness.evaluations - start,
-        final=final,
-        config={
-            "algorithm": "sprig_ga",
-            "generations": generations,
-            "proxy": proxy,
-            "proposer": None if proposer is None else getattr(proposer, "__qualname__", repr(proposer)),
-            "paraphraser": None
-            if paraphraser is None
-            else getattr(paraphraser, "__qualname__", repr(paraphraser)),
-            "n_real": n_real,
-            "budget": budget,
-            "seed": seed,
-        },
-    )
+    config = {
+        "algorithm": "sprig_ga",
+        "generations": generations,
+        "proxy": proxy,
+        "proposer": qualname(proposer),
+        "paraphraser": qualname(paraphraser),
+        "n_real": n_real,
+        "budget": budget,
+        "seed": seed,
+    }
+    return SearchResult.on_dev(final, fitness, start, history, config)

@@ -41,6 +41,21 @@ class SearchResult:
     final: list[SystemPrompt] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def on_dev(
+        cls, final: list[SystemPrompt], fitness: Any, start: int, history: list, config: dict[str, Any]
+    ) -> SearchResult:
+        """The search's final candidates scored on the dev split: the best of them is the result."""
+        dev = fitness(final, "dev")
+        i = int(np.argmax(dev))
+        evaluations = fitness.evaluations - start
+        return cls(final[i], float(dev[i]), history, evaluations, final, config)
+
+
+def qualname(fn: Any) -> str | None:
+    """How a config records a callable (None stays None)."""
+    return None if fn is None else getattr(fn, "__qualname__", repr(fn))
+
 
 def _paraphrase_fn(paraphraser: Callable[[str], list[str]] | None, pool: Sequence[Component]):
     if paraphraser is None:
@@ -136,27 +151,17 @@ def sprig(
         if last:
             break
     final = [p for p, _ in beam]
-    dev = fitness(final, "dev")
-    i = int(np.argmax(dev))
-    return SearchResult(
-        best=final[i],
-        best_score=float(dev[i]),
-        history=history,
-        evaluations=fitness.evaluations - start,
-        final=final,
-        config={
-            "algorithm": "sprig",
-            "beam_size": beam_size,
-            "top_ucb": top_ucb,
-            "n_iters": n_iters,
-            "budget": budget,
-            "paraphraser": None
-            if paraphraser is None
-            else getattr(paraphraser, "__qualname__", repr(paraphraser)),
-            "seed": seed,
-            "credits": {k: [round(t, 6), n] for k, (t, n) in credits.as_dict().items()},
-        },
-    )
+    config = {
+        "algorithm": "sprig",
+        "beam_size": beam_size,
+        "top_ucb": top_ucb,
+        "n_iters": n_iters,
+        "budget": budget,
+        "paraphraser": qualname(paraphraser),
+        "seed": seed,
+        "credits": {k: [round(t, 6), n] for k, (t, n) in credits.as_dict().items()},
+    }
+    return SearchResult.on_dev(final, fitness, start, history, config)
 
 
 def random_search(

@@ -8,7 +8,6 @@ selection on dev, report on test).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,24 +70,12 @@ def _question(obj: dict, where: str) -> MCQuestion:
 
 def load_tasks(path: str | Path, split_seed: int = 0) -> list[MCTask]:
     """The task types of a JSONL task file, in order of first appearance; bad lines are a `UserError`."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise UserError(f"task file {str(p)!r} does not exist")
+    from iclr26_core.fs import read_jsonl
+
     by_task: dict[str, list[MCQuestion]] = {}
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{p.name}, line {i}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise UserError(f"{where}: expected a JSON object")
-        q = _question(obj, where)
+    for where, obj in read_jsonl(path, "task file"):
+        q = _question(obj, where)  # checks the keys first
         by_task.setdefault(str(obj["task"]), []).append(q)
-    if not by_task:
-        raise UserError(f"task file {str(p)!r} has no questions")
     return [MCTask(name, qs, split_seed) for name, qs in by_task.items()]
 
 

@@ -2,7 +2,8 @@
 
 The corpus is the stdlib's ``pydoc_data.topics``: ~80 help topics (the language reference), about
 1 MB of English technical prose with code. Splits are by topic, so validation text is never seen in
-training. Plus small synthetic generators for tasks with a known answer.
+training. Plus small synthetic generators for tasks with a known answer, and WikiText-2 blocks on request
+(`lm_blocks(..., "wikitext2")`, the one path that reads the hub).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import random
 from typing import Any
+
+from .errors import UserError
 
 
 def pydoc_topics() -> dict[str, str]:
@@ -120,6 +123,37 @@ def lm_dataset(tokenizer: Any, seq_len: int = 128, val_fraction: float = 0.1, se
         blocks = token_blocks(split[name]["text"], tokenizer, seq_len)
         out[name] = datasets.Dataset.from_dict({"input_ids": blocks.tolist()}).with_format("torch")
     return datasets.DatasetDict(out)
+
+
+def wikitext2_blocks(tokenizer: Any, seq_len: int, split: str = "test"):
+    """WikiText-2 (raw) ``split`` joined with blank lines, tokenised and cut into ``[n, seq_len]`` blocks (the
+    perplexity protocol of the quantisation papers); offline without a cached copy: one `UserError`."""
+    try:
+        import datasets
+
+        text = datasets.load_dataset("wikitext", "wikitext-2-raw-v1", split=split)["text"]
+    except Exception as exc:  # offline, no cache
+        raise UserError(
+            f"lm.data=wikitext2 needs the WikiText-2 dataset from the hub ({type(exc).__name__}); "
+            "use lm.data=pydoc offline"
+        ) from None
+    ids = tokenizer("\n\n".join(text), return_tensors="pt")["input_ids"][0]
+    n = len(ids) // seq_len
+    return ids[: n * seq_len].view(n, seq_len)
+
+
+def lm_blocks(tokenizer: Any, data: str, seq_len: int, train: bool = True):
+    """``(train, held-out)`` blocks of ``seq_len`` tokens for ``data``: ``"pydoc"`` (train/validation topics,
+    `lm_dataset`) or ``"wikitext2"`` (train/test split; ``train=False`` skips tokenising its train split and
+    gives ``None``). Any other name is one `UserError`."""
+    if data == "wikitext2":
+        return (wikitext2_blocks(tokenizer, seq_len, "train") if train else None), wikitext2_blocks(
+            tokenizer, seq_len, "test"
+        )
+    if data != "pydoc":
+        raise UserError(f"lm.data must be pydoc or wikitext2, got {data!r}")
+    ds = lm_dataset(tokenizer, seq_len=seq_len)
+    return ds["train"]["input_ids"], ds["validation"]["input_ids"]
 
 
 def random_sequences(n: int, length: int, vocab: int, seed: int = 0) -> list[list[int]]:

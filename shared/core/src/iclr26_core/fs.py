@@ -4,6 +4,8 @@
 * `staged_dir(final)`: build a whole output directory under a hidden temporary name next to ``final``
   and rename it into place only when the block succeeds; on any error the temporary directory is removed.
 * `check_out_dir(path)`: refuse an existing non-empty output directory (one clear `UserError`).
+
+And the reading side of a user's JSON-lines file: `read_jsonl` (every mistake one `UserError` naming the line).
 """
 
 from __future__ import annotations
@@ -51,6 +53,30 @@ def jsonable(x: Any) -> Any:
 
 def write_json(path: str | Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(jsonable(data), indent=2) + "\n")
+
+
+def read_jsonl(path: str | Path, what: str = "file") -> list[tuple[str, dict[str, Any]]]:
+    """``(where, row)`` for each non-blank line of a user's JSON-lines file, ``where`` = ``"<name> line <n>"``
+    (for the caller's own checks of a row). One `UserError` when the file is missing (``"<what> '<path>' does
+    not exist"``), a line is not JSON or not a JSON object, or there is no row (``"<what> '<path>' is empty"``)."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise UserError(f"{what} {str(path)!r} does not exist")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path.name} line {n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        rows.append((where, row))
+    if not rows:
+        raise UserError(f"{what} {str(path)!r} is empty")
+    return rows
 
 
 def check_out_dir(path: str | Path) -> Path:

@@ -119,6 +119,79 @@ def tiny_model(name: str, size: str = "tiny", seed: int | None = 0, **overrides:
     return model.eval()
 
 
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    value = cfg.get(key) if isinstance(cfg, dict) else getattr(cfg, key, None)
+    return default if value is None else value
+
+
+def tiny_llama(cfg: Any, seed: int = 0, **overrides: Any):
+    """A random-init llama sized by a package's config section ``cfg`` (a mapping or attribute object):
+    ``hidden_size``, ``num_layers``, ``num_heads``, ``intermediate_size``, ``vocab_size``; optional
+    ``num_kv_heads`` (default ``num_heads``), ``max_position_embeddings`` (default max(256, ``seq_len``)),
+    ``rope_theta``, ``initializer_range``. ``overrides`` are `transformers.LlamaConfig` fields."""
+    heads = int(_get(cfg, "num_heads"))
+    kw: dict[str, Any] = dict(
+        hidden_size=int(_get(cfg, "hidden_size")),
+        num_hidden_layers=int(_get(cfg, "num_layers")),
+        num_attention_heads=heads,
+        num_key_value_heads=int(_get(cfg, "num_kv_heads", heads)),
+        intermediate_size=int(_get(cfg, "intermediate_size")),
+        vocab_size=int(_get(cfg, "vocab_size")),
+        max_position_embeddings=int(
+            _get(cfg, "max_position_embeddings", None) or max(256, int(_get(cfg, "seq_len", 0)))
+        ),
+    )
+    for key in ("rope_theta", "initializer_range"):
+        if _get(cfg, key) is not None:
+            kw[key] = float(_get(cfg, key))
+    return tiny_model("llama", "small", seed=seed, **{**kw, **overrides})
+
+
+def _conv1d_class() -> type | None:
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # pragma: no cover - very old/new transformers
+        return None
+    return Conv1D
+
+
+def weight_kind(module: Any) -> str | None:
+    """``"linear"`` for ``nn.Linear``, ``"conv1d"`` for GPT-2's ``Conv1D`` (weight stored [in, out]), else None."""
+    from torch import nn
+
+    if isinstance(module, nn.Linear):
+        return "linear"
+    conv1d = _conv1d_class()
+    if conv1d is not None and isinstance(module, conv1d):
+        return "conv1d"
+    return None
+
+
+def linear_targets(model: Any, skip: Any, within: Any = None, prefix: str = ""):
+    """``(targets, skipped)`` of the weight layers a compression method rewrites: ``(name, module, kind)``
+    for every ``nn.Linear`` / ``Conv1D`` of ``within`` (default the whole ``model``; names get ``prefix.``),
+    except those ``skip(name)`` refuses and those whose weight is tied to an embedding of ``model``
+    (``skipped`` lists them with the reason)."""
+    from torch import nn
+
+    embedding_ptrs = {
+        m.weight.data_ptr() for m in model.modules() if isinstance(m, nn.Embedding) and m.weight is not None
+    }
+    targets, skipped = [], []
+    for sub, module in (model if within is None else within).named_modules():
+        kind = weight_kind(module)
+        if kind is None:
+            continue
+        name = f"{prefix}.{sub}" if prefix else sub
+        if skip(name):
+            skipped.append({"name": name, "reason": "matches skip"})
+        elif module.weight.data_ptr() in embedding_ptrs:
+            skipped.append({"name": name, "reason": "weight tied to an embedding"})
+        else:
+            targets.append((name, module, kind))
+    return targets, skipped
+
+
 def _resolve(name_or_path: str) -> str:
     path = Path(name_or_path).expanduser()
     looks_local = name_or_path.startswith((".", "/", "~")) or path.exists()

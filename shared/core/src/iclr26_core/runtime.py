@@ -213,6 +213,25 @@ def quiet() -> Iterator[list[str]]:
                     os.environ[k] = v
 
 
+def quiet_worker() -> None:
+    """Initializer of a spawned worker process: ``ProcessPoolExecutor(n, mp_context=..., initializer=quiet_worker)``.
+
+    A worker starts without its parent's `quiet`, so what its imports say would print: torch's log warnings
+    (torchao registering enums with ``torch.utils._pytree``: "W1201 ... is an Enum subclass ..."), deprecation
+    and future warnings, Hugging Face bars and advisories. This turns them off for the worker's life (the parent's
+    ``warnings.txt`` already holds the same import-time chatter). Nothing changes with ``ICLR26_VERBOSE=1``.
+    """
+    if os.environ.get(VERBOSE_ENV) == "1":
+        return
+    for k, v in _QUIET_ENV.items():
+        os.environ.setdefault(k, v)
+    for category in _FOLDED_CATEGORIES:
+        warnings.filterwarnings("ignore", category=category)
+    import torch  # noqa: F401  (torch sets up its loggers on import; raise them after that)
+
+    logging.getLogger("torch").setLevel(logging.ERROR)
+
+
 def folded_line(folded: list[str], where: str | None = None) -> str | None:
     """The one line that stands for the folded chatter (None when nothing was folded)."""
     if not folded:

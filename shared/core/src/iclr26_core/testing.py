@@ -84,6 +84,25 @@ def run_cli(
     return CliResult(int(code or 0), out.getvalue(), err.getvalue())
 
 
+def cli_args(verb: str, *positional: Any, **options: Any) -> list[str]:
+    """The argv of ``verb`` with ``options`` as flags: ``cli_args("measure", model=path, seq_len=12, fast=True)``
+    -> ``["measure", "--model", "<path>", "--seq-len", "12", "--fast"]`` (``_`` -> ``-``; ``True``: the bare
+    flag; ``False``/``None``: left out; a list or tuple: the flag, then each item). ``positional`` follow the
+    verb."""
+    argv = [verb, *(str(p) for p in positional)]
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, list | tuple):
+            argv += [flag, *(str(v) for v in value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
 def imports_torch(code: str | Sequence[str]) -> bool:
     """Whether running ``code`` (or each snippet of a list, one after the other) in a fresh interpreter imports
     torch (for the fast-``--help`` tests)."""
@@ -183,14 +202,17 @@ def check_smoke_report(
     claims: str | Sequence[str] | None = None,
     files: Sequence[str] = (),
     scale: str = "smoke",
+    peer_claims: dict[str, str | None] | None = None,
 ) -> Any:
     """The reproduce contract of a finished run ``(out_dir, CliResult)`` (what `smoke_run_fixture` gives).
 
     ``check_smoke_report(run, slug, claims, files=..., scale=...)`` -> ``(metrics, {claim id: claim})``.
     ``config.yaml``, ``metrics.json``, ``report.md`` and ``files`` exist in ``out``; the metrics name the paper,
     the scale and the claims ``claims`` (ids in order, a list or ``"C1 C2"``) with boolean verdicts; the printed
-    table has a row per claim and its summary line counts the claims that hold; ``config.yaml`` records
-    ``threads``. Returns the metrics and the claims by id for the package's own recomputation of each verdict.
+    table and ``report.md`` have a row per claim and the table's summary line counts the claims that hold;
+    ``config.yaml`` records ``threads``. ``peer_claims`` ``{claim id: module or None}`` are expected after
+    ``claims``, in that order, each one whose module is installed (None: always), e.g. a peer's comparison.
+    Returns the metrics and the claims by id for the package's own recomputation of each verdict.
 
     The first form, ``check_smoke_report(out, res, slug, claims=[...], files=...)`` -> ``metrics``, still works
     (packages written against it: noise_stability, obr, pmkvq, routing_game).
@@ -201,6 +223,11 @@ def check_smoke_report(
             if claims is not None or len(rest) > 1:
                 raise TypeError("check_smoke_report(run, slug, claims, *, files, scale): claims given twice")
             claims = rest[0]
+        if peer_claims:
+            import importlib.util
+
+            claims = claims.split() if isinstance(claims, str) else list(claims or ())
+            claims += [i for i, mod in peer_claims.items() if mod is None or importlib.util.find_spec(mod)]
         m = _smoke_report(Path(out), res, slug, claims, files, scale)
         return m, {c["id"]: c for c in m["claims"]}
     res, slug = args  # the first form: (out, res, slug)
@@ -221,8 +248,10 @@ def _smoke_report(
     if claims is not None:
         assert ids == list(claims), ids
     assert all(isinstance(c["holds"], bool) for c in m["claims"])
+    report = (out / "report.md").read_text()
     for i in ids:
         assert f"| {i} |" in res.stdout, f"claim {i} not in the printed table"
+        assert f"| {i} |" in report, f"claim {i} not in report.md"
     n_hold = sum(c["holds"] for c in m["claims"])
     assert f"{n_hold}/{len(ids)} claims hold" in res.stdout, res.stdout[-500:]
     assert "threads:" in (out / "config.yaml").read_text()
@@ -241,3 +270,18 @@ def torch_threads(n: int = 1):
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def one_thread_fixture(n: int = 1, scope: str = "session"):
+    """An autouse pytest fixture running the tests under it with ``n`` torch threads (`torch_threads`).
+
+    Assign it in a package's ``tests/conftest.py``: ``_one_thread = one_thread_fixture()``.
+    """
+    import pytest
+
+    @pytest.fixture(scope=scope, autouse=True)
+    def _one_thread():
+        with torch_threads(n):
+            yield
+
+    return _one_thread

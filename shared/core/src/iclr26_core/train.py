@@ -109,6 +109,15 @@ def causal_lm_loss(model: Any, batch: Any):
     return model(input_ids=batch, labels=batch).loss
 
 
+def reset_accelerate_state() -> None:
+    """Forget the process-wide `accelerate` state an earlier Accelerator left behind (a `transformers` Trainer
+    with ``bf16=True`` would otherwise carry its mixed precision into the next loop); the distributed setup
+    (``PartialState``: process group, ranks) stays. `train_lm` calls it before it builds its Accelerator."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=False)
+
+
 def train_lm(
     model: Any,
     train_data: Any,
@@ -143,6 +152,7 @@ def train_lm(
 
     cfg = cfg or TrainConfig()
     seed_everything(cfg.seed)
+    reset_accelerate_state()
     accel = Accelerator(cpu=cfg.device == "cpu")
     if batches is None:
         n = len(train_data)
@@ -226,6 +236,35 @@ def train_lm(
     if ema is not None:
         result.ema_model = accel.unwrap_model(ema.module).eval()
     return result
+
+
+def train_briefly(
+    model: Any,
+    train_data: Any,
+    cfg: Any,
+    *,
+    seed: int,
+    device: str,
+    desc: str,
+    warmup_steps: int | None = None,
+) -> Any:
+    """The miniatures' pretraining step: `train_lm` for ``cfg.steps`` AdamW steps (none when 0) of
+    ``cfg.batch_size`` rows at ``cfg.lr`` with ``warmup_steps`` (default ``cfg.warmup_steps``), on the CPU when
+    ``device`` is ``"cpu"`` (a run's ``ctx.device``), else wherever `accelerate` puts it. Returns ``model``."""
+    steps = int(cfg.steps)
+    if steps > 0:
+        warmup = int(cfg.warmup_steps) if warmup_steps is None else int(warmup_steps)
+        config = TrainConfig(
+            steps=steps,
+            batch_size=int(cfg.batch_size),
+            lr=float(cfg.lr),
+            warmup_steps=warmup,
+            seed=seed,
+            device="cpu" if device == "cpu" else "auto",
+            desc=desc,
+        )
+        train_lm(model, train_data, None, config)
+    return model
 
 
 def evaluate_loss(

@@ -1,0 +1,57 @@
+"""The GRQA configuration (QPrompt-R1, OpenReview Vttn6pCwut, ICLR 2026).
+
+The paper's equations are not public: every field below is our GRPO-style reading of "group-relative supervision
+within each group to align queries with features" (see the package README, "Inferred, not stated").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GROUPS = ("topk", "all")
+REWARDS = ("dice+cls", "dice", "iou")
+SPACES = ("mask_embed", "hidden")
+
+
+@dataclass
+class GRQAConfig:
+    """Group Relative Query Alignment.
+
+    group_size: G, the queries per ground-truth segment (``group="topk"``: the G lowest matching costs; clamped
+        to the number of queries K with a warning).
+    group: ``"topk"`` or ``"all"`` (every query in every group).
+    reward: r_{k,g} = Dice(σ(M_k), Y_g) + softmax(c_k)[c_g] (``"dice+cls"``), Dice only, or soft IoU only.
+    temperature: T in s_{k,g} = cos(m_k, f̄_g) / T.
+    weight: λ in L = L_seg + λ·L_GRQA (not stated in the public material).
+    scale_std: divide the centred rewards by their group std (GRPO); ``False`` gives r − mean (Dr. GRPO).
+    eps: added to the std.
+    space: ``"mask_embed"`` aligns the mask embeddings m_k with the per-pixel embeddings E(u); ``"hidden"`` aligns
+        the final query tokens with the final patch tokens.
+    """
+
+    group_size: int = 8
+    group: str = "topk"
+    reward: str = "dice+cls"
+    temperature: float = 0.1
+    weight: float = 1.0
+    scale_std: bool = True
+    eps: float = 1e-6
+    space: str = "mask_embed"
+
+    def __post_init__(self) -> None:
+        from iclr26_core.errors import UserError
+
+        for name, value, allowed in (
+            ("group", self.group, GROUPS),
+            ("reward", self.reward, REWARDS),
+            ("space", self.space, SPACES),
+        ):
+            if value not in allowed:
+                raise UserError(f"grqa.{name}={value!r} is not one of {', '.join(allowed)}")
+        if int(self.group_size) < 2:
+            raise UserError(
+                f"grqa.group_size={self.group_size} must be at least 2 (a group needs a baseline)"
+            )
+        if not self.temperature > 0:
+            raise UserError(f"grqa.temperature={self.temperature} must be positive")
+        self.group_size = int(self.group_size)
