@@ -190,3 +190,22 @@ def test_explain_bad_input(trained, tmp_path):
 def test_reproduce_refuses_non_empty_out_and_bad_overrides(tmp_path):
     assert_one_line_error(run_cli(main, ["reproduce", "scale=tiny"]), "scale")
     assert_refuses_nonempty_out(main, tmp_path / "full")
+
+
+@pytest.mark.peers
+def test_explain_with_lrp(trained, tmp_path):
+    from PIL import Image
+
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    arr = render_arrays(1, "test", seed=9)
+    Image.fromarray((arr["image"][0].transpose(1, 2, 0) * 255).astype(np.uint8)).save(imgs / "obj0.png")
+    out = tmp_path / "expl"
+    args = ["explain", "--model", str(trained), "--images", str(imgs), "--out", str(out), "--method", "lrp"]
+    res = run_cli(main, args)
+    assert res.code == 0, res.output
+    (row,) = json.loads((out / "contributions.json").read_text())
+    rel = np.array([row["input_relevance"][k] for k in sorted(row["contributions"], key=int)])
+    val = np.array([row["contributions"][k]["value"] for k in sorted(row["contributions"], key=int)])
+    # the trained model's biases absorb part of the relevance: same sign and order of magnitude, not equality
+    assert rel.shape == val.shape and np.corrcoef(rel, val)[0, 1] > 0.9, (rel, val)
