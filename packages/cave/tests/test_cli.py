@@ -23,7 +23,7 @@ test_help_does_not_import_torch = fast_help_test(
     "iclr26_cave", ["explain", "--help"], mentions=["train", "explain", "consistency"]
 )
 
-smoke_run = smoke_run_fixture(main)
+smoke_run = smoke_run_fixture(main, "bench=true")  # + the peers bench (~5 s at smoke)
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
@@ -43,6 +43,19 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     )
     assert claims["C4"]["holds"] == (a["loc_cave"] > a["loc_nmf"])
     assert claims["C5"]["holds"] and s["decomposition_error"] < 1e-5
+
+
+@pytest.mark.peers
+def test_reproduce_bench_rows(smoke_run):
+    m = json.loads((smoke_run[0] / "metrics.json").read_text())
+    rows = m["bench"]["mean"]
+    assert sorted(rows) == ["cave", "craft", "lrp", "nmf"]
+    for name, row in rows.items():
+        assert 0 <= row["c3d"] <= 1 and 0 <= row["loc"] <= 1, (name, row)
+        assert 0 <= row["relevance_mass"] <= 1 and row["maps"] > 0, (name, row)
+    # the bench's CAVE and NMF rows re-score the claims' maps: the same numbers as C3/C4
+    assert rows["cave"]["c3d"] == pytest.approx(m["mean"]["c3d_cave"])
+    assert rows["nmf"]["loc"] == pytest.approx(m["mean"]["loc_nmf"])
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +203,22 @@ def test_explain_bad_input(trained, tmp_path):
 def test_reproduce_refuses_non_empty_out_and_bad_overrides(tmp_path):
     assert_one_line_error(run_cli(main, ["reproduce", "scale=tiny"]), "scale")
     assert_refuses_nonempty_out(main, tmp_path / "full")
+
+
+@pytest.mark.peers
+def test_explain_with_lrp(trained, tmp_path):
+    from PIL import Image
+
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    arr = render_arrays(1, "test", seed=9)
+    Image.fromarray((arr["image"][0].transpose(1, 2, 0) * 255).astype(np.uint8)).save(imgs / "obj0.png")
+    out = tmp_path / "expl"
+    args = ["explain", "--model", str(trained), "--images", str(imgs), "--out", str(out), "--method", "lrp"]
+    res = run_cli(main, args)
+    assert res.code == 0, res.output
+    (row,) = json.loads((out / "contributions.json").read_text())
+    rel = np.array([row["input_relevance"][k] for k in sorted(row["contributions"], key=int)])
+    val = np.array([row["contributions"][k]["value"] for k in sorted(row["contributions"], key=int)])
+    # the trained model's biases absorb part of the relevance: same sign and order of magnitude, not equality
+    assert rel.shape == val.shape and np.corrcoef(rel, val)[0, 1] > 0.9, (rel, val)

@@ -37,9 +37,9 @@ def _explain_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=3, help="concepts shown per image (default 3)")
     p.add_argument(
         "--method",
-        choices=["feature"],
+        choices=["feature", "lrp"],
         default="feature",
-        help="feature-level concept maps (LRP: not in 0.1)",
+        help="feature: exact feature-level maps; lrp: pixel-level LRP through Φ (needs iclr26-cave[peers])",
     )
 
 

@@ -218,6 +218,10 @@ def explain(args: argparse.Namespace) -> int:
                     },
                 }
             )
+            if args.method == "lrp":  # Σ input relevance per concept (≈ its contribution; biases absorb some)
+                rows[-1]["input_relevance"] = {
+                    str(t): float(maps[i, t].sum()) for t in range(len(out.classes))
+                }
         write_json(tmp / "contributions.json", rows)
     print(f"explained {len(names)} images -> {final}")
     return 0

@@ -61,12 +61,17 @@ def concept_maps(
     images: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A [B,T,H,W]: feature-level maps A_t(u) = s_u·[t*_u = t] upsampled (nearest) to ``image_size``;
-    ``method="lrp"`` (the paper's pixel-level maps) is not implemented in this version: a clear error.
-    ``model`` and ``images`` are the inputs it will take."""
+    ``method="lrp"``: the paper's pixel-level maps, input relevance of each contribution c_t through Φ by zennit's
+    LRP (`iclr26_cave.lrp`; needs ``model`` and the ``images`` that gave ``output``; pip install iclr26-cave[peers])."""
     if method == "lrp":
-        raise UserError(
-            "method='lrp' (pixel-level LRP through Φ with zennit) is not in iclr26-cave 0.1; use method='feature'"
-        )
+        if model is None or images is None:
+            raise UserError("method='lrp' needs the model and images that gave this output")
+        from .lrp import lrp_concept_maps
+
+        maps = lrp_concept_maps(model, images)
+        if tuple(maps.shape[-2:]) != tuple(image_size):
+            maps = F.interpolate(maps, size=tuple(image_size), mode="bilinear", align_corners=False)
+        return maps
     if method != "feature":
         raise UserError(f"method must be 'feature' or 'lrp', got {method!r}")
     t_tot = output.contributions.shape[1]

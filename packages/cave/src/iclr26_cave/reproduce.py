@@ -15,6 +15,8 @@ import torch
 
 from iclr26_core.report import Claim, Results
 
+from .bench import MISSING_HINT, run_bench
+from .bench import missing_peers as bench_missing
 from .consistency import mesh_histograms
 from .experiment import run_seed
 from .figures import concept_gallery, mesh_hits
@@ -56,10 +58,15 @@ def _figures(first: dict, ctx, cfg) -> list[str]:
 def run(cfg, ctx) -> Results:
     torch.set_num_threads(max(1, int(cfg.threads or 1)))
     seeds = [int(cfg.seed) + i for i in range(int(cfg.seeds))]
-    rows = []
+    rows, bench = [], {}
+    missing = bench_missing() if cfg.get("bench", False) else []
+    if missing:
+        ctx.log(f"peers not installed: {', '.join(missing)} {MISSING_HINT}; bench rows skipped")
     for s in ctx.progress(seeds, desc="seeds"):
         r = run_seed(cfg, s, ctx)
         rows.append(r)
+        if cfg.get("bench", False) and not missing:
+            bench[s] = run_bench(cfg, s, r, ctx)
         ctx.log(
             f"seed {s}: acc CAVE {r['acc_cave_clean']:.3f}/{r['acc_cave_occluded']:.3f} (clean/occluded), "
             f"volume matching {r['acc_volume_clean']:.3f}, 2D {r['acc_2d_clean']:.3f}/{r['acc_2d_occluded']:.3f}; "
@@ -156,4 +163,10 @@ def run(cfg, ctx) -> Results:
         )
     )
     metrics: dict[str, Any] = {"seeds": plain, "mean": m}
+    if bench:  # peers side by side (bench=true): per seed, and the mean over seeds
+        names = next(iter(bench.values()))
+        metrics["bench"] = {
+            "per_seed": bench,
+            "mean": {k: {q: _mean(list(b[k] for b in bench.values()), q) for q in names[k]} for k in names},
+        }
     return Results(claims=claims, metrics=metrics, figures=figures)
