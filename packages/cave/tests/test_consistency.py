@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
-from iclr26_cave import consistency_3d, localisation
+from iclr26_cave import consistency_3d, global_coverage, localisation
 from iclr26_cave.consistency import mesh_histograms
 from iclr26_cave.render import class_mesh, render_arrays
+from iclr26_core.errors import UserError
 
 
 def geometry(n=24, seed=0):
@@ -91,3 +93,71 @@ def test_localisation_by_hand():
     # part 0: |P∩M| = 2, |M| = 2, |P| = 4, w = 3/3 = 1 -> (2 + 2)/(2 + 4) = 2/3; part 1: (0 + 0)/(2 + 4) = 0
     loc = localisation(a, parts)
     assert abs(float(loc[0]) - 2 / 3) < 1e-6
+
+
+def _brute_global_coverage(a, parts, q=0.9):
+    """Plain-Python loops: per-map percentile (linear interpolation), OR of the thresholded maps, the union of the
+    parts dilated 3×3 pixel by pixel, w from the summed clamped maps."""
+    n_img, n_c, h, w_ = len(a), len(a[0]), len(a[0][0]), len(a[0][0][0])
+    out = []
+    for n in range(n_img):
+        m = [[False] * w_ for _ in range(h)]
+        total = [[0.0] * w_ for _ in range(h)]
+        for t in range(n_c):
+            vals = sorted(max(a[n][t][i][j], 0.0) for i in range(h) for j in range(w_))
+            pos = q * (len(vals) - 1)
+            lo = math.floor(pos)
+            hi = min(lo + 1, len(vals) - 1)
+            thr = vals[lo] + (vals[hi] - vals[lo]) * (pos - lo)
+            for i in range(h):
+                for j in range(w_):
+                    v = max(a[n][t][i][j], 0.0)
+                    total[i][j] += v
+                    if v > thr and v > 0:
+                        m[i][j] = True
+        pset = set()
+        for i in range(h):
+            for j in range(w_):
+                if parts[n][i][j] >= 0:
+                    for di in (-1, 0, 1):
+                        for dj in (-1, 0, 1):
+                            if 0 <= i + di < h and 0 <= j + dj < w_:
+                                pset.add((i + di, j + dj))
+        mset = {(i, j) for i in range(h) for j in range(w_) if m[i][j]}
+        mass = sum(total[i][j] for i in range(h) for j in range(w_))
+        if not mset or not any(parts[n][i][j] >= 0 for i in range(h) for j in range(w_)):
+            out.append(math.nan)
+            continue
+        wgt = sum(total[i][j] for i, j in pset) / mass
+        out.append((len(mset & pset) + len(mset) * wgt) / (len(mset) + len(pset)))
+    return out
+
+
+def test_global_coverage_by_hand():
+    """5×5, two concepts: concept 0 = 3 on (0,0); concept 1 = 1 on (4,4) and -2 on (2,2) (clamped to 0).
+    Parts at (0,1) and (0,2): their union dilated 3×3 = rows 0-1 × cols 0-3 = 8 pixels. M = {(0,0),(4,4)},
+    |P∩M| = 1, w = 3/4 -> (1 + 2·0.75)/(2 + 8) = 0.25. A second image with all-zero maps: nan."""
+    a = torch.zeros(2, 2, 5, 5)
+    a[0, 0, 0, 0], a[0, 1, 4, 4], a[0, 1, 2, 2] = 3.0, 1.0, -2.0
+    parts = torch.full((2, 5, 5), -1)
+    parts[:, 0, 1], parts[:, 0, 2] = 0, 1
+    cov = global_coverage(a, parts)
+    assert abs(float(cov[0]) - 0.25) < 1e-6 and math.isnan(float(cov[1]))
+    assert _brute_global_coverage(a.tolist(), parts.tolist())[0] == pytest.approx(0.25)
+
+
+def test_global_coverage_matches_brute_force():
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 3, 6, 7, generator=g)
+    a[1] = a[1].clamp_max(0)  # image 1: no positive attribution -> nan
+    parts = torch.randint(-1, 3, (3, 6, 7), generator=g)
+    parts[2, :, :4] = -1
+    got = global_coverage(a, parts).tolist()
+    ref = _brute_global_coverage(a.tolist(), parts.tolist())
+    assert math.isnan(got[1]) and math.isnan(ref[1])
+    assert [got[0], got[2]] == pytest.approx([ref[0], ref[2]], abs=1e-6)
+
+
+def test_global_coverage_bad_input():
+    with pytest.raises(UserError, match="part_masks"):
+        global_coverage(torch.zeros(2, 3, 4, 4), torch.zeros(2, 5, 5, dtype=torch.long))

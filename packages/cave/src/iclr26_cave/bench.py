@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .consistency import global_coverage
 from .experiment import class_consistency, class_localisation, load_split
 from .training import predict
 
@@ -146,8 +147,19 @@ def quantus_localisation(maps_of_class, data: dict, max_maps: int = 400, seed: i
     return out
 
 
+def class_global_coverage(maps_of_class, data: dict, percentile: float) -> float:
+    """Global coverage (§6) of a method: per class, the union of its concepts' maps against the union of the parts,
+    per image; the mean over all images where some concept is active."""
+    vals = []
+    for y in range(int(data["label"].max()) + 1):
+        sel = data["label"] == y
+        cov = global_coverage(maps_of_class(y, sel), data["part_mask"][sel], percentile)
+        vals += [v for v in cov.tolist() if not math.isnan(v)]
+    return float(np.mean(vals)) if vals else math.nan
+
+
 def run_bench(cfg, seed: int, res: dict[str, Any], ctx) -> dict[str, dict[str, float]]:
-    """Rows {method: {c3d, c3d_floor, loc, relevance_mass, attribution_localisation}} for CAVE, 2D NMF, CRAFT and
+    """Rows {method: {c3d, c3d_floor, loc, global_coverage, relevance_mass, attribution_localisation}} for CAVE, 2D NMF, CRAFT and
     LRP on the seed's explanation images."""
     model, clf, nmf, data, out, maps = (res[k] for k in ("_model", "_clf", "_nmf", "_data", "_out", "_maps"))
     size = tuple(data["image"].shape[-2:])
@@ -166,11 +178,13 @@ def run_bench(cfg, seed: int, res: dict[str, Any], ctx) -> dict[str, dict[str, f
             "c3d": c3["score"],
             "c3d_floor": c3["floor"],
             "loc": class_localisation(fn, data, cfg.metric.percentile),
+            "global_coverage": class_global_coverage(fn, data, cfg.metric.percentile),
         }
         row.update(quantus_localisation(fn, data, seed=seed))
         rows[name] = row
         ctx.log(
             f"bench seed {seed} {name}: 3D-C {row['c3d']:.3f} (floor {row['c3d_floor']:.3f}), loc {row['loc']:.3f}, "
+            f"global coverage {row['global_coverage']:.3f}, "
             f"quantus relevance mass {row['relevance_mass']:.3f}, attribution localisation "
             f"{row['attribution_localisation']:.3f}"
         )

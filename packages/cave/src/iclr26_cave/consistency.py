@@ -180,3 +180,36 @@ def localisation(
     cnt = active.sum(0)
     out = (loc * active).sum(0) / cnt.clamp_min(1)
     return torch.where(cnt > 0, out, torch.full_like(out, math.nan)).float()
+
+
+def global_coverage(
+    attributions: torch.Tensor, part_masks: torch.Tensor, percentile: float = 90
+) -> torch.Tensor:
+    """Global coverage (§6): the official loc formula with the union of a class's concepts against the union of
+    all parts, per image: (|P∩M| + |M|·w)/(|M| + |P|). Readings chosen where the spec is terse:
+
+    - M = OR over the T concepts of M_t = {A_t > p_{percentile}(A_t)} ∩ {A_t > 0}, each map clamped ≥ 0 and
+      thresholded at its own percentile (as for `localisation`), never one threshold on the summed map.
+    - w = mass of Σ_t clamp(A_t, 0) inside P / its total mass (the summed clamped maps).
+    - P = the 3×3 dilation of the union of all part labels ≥ 0 (the same set as the union of the dilated parts;
+      labels < 0 are background).
+    - Returns [N]: one value per image, nan where M is empty (no concept active) or the image has no part pixel;
+      a class's global coverage is the nan-mean over its images (as `localisation` averages over active images).
+    """
+    attributions = torch.as_tensor(attributions).double().clamp_min(0)
+    part_masks = torch.as_tensor(part_masks).long()
+    if attributions.dim() != 4 or tuple(part_masks.shape) != (attributions.shape[0], *attributions.shape[2:]):
+        raise UserError(
+            f"part_masks has shape {tuple(part_masks.shape)}, expected [N,H,W] of attributions "
+            f"{tuple(attributions.shape)}"
+        )
+    flat = attributions.flatten(2)  # [N,T,HW]
+    p = torch.quantile(flat, percentile / 100, dim=2, keepdim=True)
+    m = ((flat > p) & (flat > 0)).any(1).double()  # [N,HW]
+    total = flat.sum(1)  # [N,HW]
+    dil = F.max_pool2d((part_masks >= 0).double()[:, None], 3, stride=1, padding=1).flatten(1)  # [N,HW]
+    size_m, size_p = m.sum(1), dil.sum(1)
+    w = (total * dil).sum(1) / total.sum(1).clamp_min(1e-300)
+    cov = ((m * dil).sum(1) + size_m * w) / (size_m + size_p).clamp_min(1e-300)
+    ok = (size_m > 0) & ((part_masks >= 0).flatten(1).any(1))
+    return torch.where(ok, cov, torch.full_like(cov, math.nan)).float()
