@@ -324,3 +324,22 @@ def test_extra_arm_configs_merge_and_refuse_bad_keys():
     lo, hi = stats.t.interval(0.95, 2, loc=np.mean(d), scale=stats.sem(d))
     assert row["delta_db_ci95"] == pytest.approx([lo, hi]) and row["delta_db_per_seed"] == pytest.approx(d)
     assert row["gain_db_per_seed"] == pytest.approx([3.0, 3.4, 2.9])
+
+
+def test_cpu_scale_runs_the_headline_only_and_the_readme_command_adds_the_arms():
+    import shlex
+    from pathlib import Path
+
+    from iclr26_core.configs import compose
+    from iclr26_delivr.arms import arm_configs
+
+    cfg = compose("iclr26_delivr.conf", "reproduce", [])  # scale=cpu, the default
+    assert (cfg.scale.name, cfg.steps, cfg.seeds) == ("cpu", 300, 3) and arm_configs(cfg) == {}
+    # the command the README gives for the extra arms, parsed as a shell would
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if x.startswith("iclr26-delivr reproduce steps=150 'arms."))
+    arms = arm_configs(compose("iclr26_delivr.conf", "reproduce", shlex.split(line)[2:]))
+    assert sorted(arms) == ["head", "open"]
+    head, open_ = arms["head"], arms["open"]
+    assert (head[0].train.head_lr_mult, head[0].train.reg_warmup, head[1]) == (10.0, 150, False)
+    assert (open_[0].model.layerscale_init, open_[0].train.reg_warmup, open_[1]) == (0.1, 0, True)
