@@ -66,31 +66,32 @@ def c1(speed: dict[str, dict[str, float]]) -> Claim:
     )
 
 
+def _paired(cid: str, claim: str, paper: str, rule: str, runs: dict[str, list[dict]], tol: float) -> Claim:
+    """C2 and C3 share one rule: the paired Δ target mIoU (with GRQA - plain) is > 0 in every seed."""
+    note, measured = _noise_note(runs, tol)
+    holds = bool(all(d > 0 for d in measured["delta_per_seed"]))
+    return Claim(id=cid, claim=claim, paper=paper, measured=measured, holds=holds, rule=rule, note=note)
+
+
 def c2(runs: dict[str, list[dict]], tolerance: float) -> Claim:
-    note, measured = _noise_note(runs, tolerance)
-    deltas = measured["delta_per_seed"]
-    return Claim(
-        id="C2",
-        claim="GRQA improves the domain generalisation of QPrompt",
-        paper="qualitative (no QPrompt-only ablation public)",
-        measured=measured,
-        holds=bool(all(d > 0 for d in deltas)),
-        rule="paired Δ target mIoU (GRQA - plain, mean over style/adverse/fog) > 0 in every seed",
-        note=note,
+    return _paired(
+        "C2",
+        "GRQA improves the domain generalisation of QPrompt",
+        "qualitative (no QPrompt-only ablation public)",
+        "paired Δ target mIoU (GRQA - plain, mean over style/adverse/fog) > 0 in every seed",
+        runs,
+        tolerance,
     )
 
 
 def c3(runs: dict[str, list[dict]], tolerance: float) -> Claim:
-    note, measured = _noise_note(runs, tolerance)
-    deltas = measured["delta_per_seed"]
-    return Claim(
-        id="C3",
-        claim="GRQA is plug-and-play on Mask2Former-head DGSS models",
-        paper="REIN +1.2, SoMA +0.5 mIoU",
-        measured=measured,
-        holds=bool(all(d > 0 for d in deltas)),
-        rule="paired Δ target mIoU (with_grqa(Mask2Former) - plain) > 0 in every seed",
-        note=note,
+    return _paired(
+        "C3",
+        "GRQA is plug-and-play on Mask2Former-head DGSS models",
+        "REIN +1.2, SoMA +0.5 mIoU",
+        "paired Δ target mIoU (with_grqa(Mask2Former) - plain) > 0 in every seed",
+        runs,
+        tolerance,
     )
 
 
