@@ -19,7 +19,7 @@ test_help_does_not_import_torch = fast_help_test(
     "iclr26_petri", ["train", "--help"], ["profile", "--help"], mentions=["train", "embed", "profile"]
 )
 
-smoke_run = smoke_run_fixture(main)
+smoke_run = smoke_run_fixture(main, "sweep.S=[2,4]", "sweep.mask=[0.5]")
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
@@ -40,6 +40,22 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert c["C4"]["holds"] == bool(gc["multimodal"] >= max(gc["image"], gc["expression"]))
     post = np.mean([r["post"]["multimodal"]["tpr"] for r in m["profiles"]["petri"]])
     assert c["C5"]["holds"] == bool(tpr["multimodal"] >= post)
+
+
+def test_smoke_sweep_rows(smoke_run):
+    """sweep.S / sweep.mask: one PETRI and one permuted training per value; S = 4 is the smoke scale's own
+    setting, so its PETRI row repeats the main run's seed-0 numbers (same seed, same config)."""
+    m, _ = check_smoke_report(smoke_run, "petri", "C1 C2 C3 C4 C5", files=["bodipy.png", "roc.png"])
+    rows = m["sweep"]
+    assert [(r["param"], r["value"], r["arm"]) for r in rows] == [
+        (p, v, a) for p, v in (("S", 2.0), ("S", 4.0), ("mask", 0.5)) for a in ("petri", "permuted")
+    ]
+    same = rows[2]
+    assert same["c1_gap"] == m["c1"]["petri"][0]["gap"]
+    assert same["tpr_multimodal"] == m["profiles"]["petri"][0]["profiles"]["multimodal"]["tpr"]
+    assert same["sae_multimodal"] == m["c2"]["petri"][0]
+    assert same["final_loss"] == m["train_log"]["petri"][0][-1]["loss"]
+    assert rows[0]["final_loss"] != same["final_loss"] and rows[4]["final_loss"] != same["final_loss"]
 
 
 def test_refuses_nonempty_out(tmp_path):
@@ -137,6 +153,28 @@ def test_train_embed_profile_on_user_files(tmp_path):
         "profiles_multimodal.csv",
         "metrics.json",
     }
+
+
+def test_train_with_a_pair_key(tmp_path):
+    """The pair_key extension on user files: half the cells are paired (same id in both obs tables)."""
+    import anndata as ad
+
+    d = _user_data(tmp_path)
+    pair = [f"p{i}" if i % 2 == 0 else "" for i in range(24)]
+    obs = pd.read_csv(d / "img.csv")
+    obs["pair"] = pair
+    obs.to_csv(d / "img.csv", index=False)
+    a = ad.read_h5ad(d / "expr.h5ad")
+    a.obs["pair"] = pair
+    a.write_h5ad(d / "expr.h5ad")
+    res = _train(d, d / "ckpt", "--pair-key", "pair")
+    assert res.code == 0, res.output
+    assert "12 image cells carry a pair id" in res.output
+    import json
+
+    assert json.loads((d / "ckpt" / "config.json").read_text())["pair_slots"] == 3  # = --cells-per-document
+    assert_one_line_error(_train(d, d / "o", "--pair-key", "nope"), "'nope'")
+    assert not (d / "o").exists()
 
 
 def _with_counts_layer(d, value):

@@ -19,7 +19,7 @@ from iclr26_petri import (
     robust_center_scale,
     spherize,
 )
-from iclr26_petri.sae import band_rule
+from iclr26_petri.sae import aux_k_loss, band_rule, train_sae
 
 
 def test_robust_center_scale_against_naive():
@@ -90,6 +90,20 @@ def test_gc_pvalues_by_brute_force():
     np.testing.assert_allclose(res.table["q"], q)
 
 
+def test_gc_sampled_null_matches_enumeration():
+    """The sampled null (random k-subsets scored at once) converges to the exact enumeration of all subsets."""
+    rng = np.random.default_rng(5)
+    guides = [f"s{i}" for i in range(12)]
+    gene_of = {g: "ABCD"[i // 3] for i, g in enumerate(guides)}
+    X = rng.normal(size=(12, 5))
+    X[:3] += 0.8 * rng.normal(size=5)
+    prof = pd.DataFrame(X, index=guides)
+    n_sets = len(list(combinations(range(9), 3)))  # each gene's null: 3-subsets of the other 9 guides
+    exact = guide_consistency(prof, gene_of, n_null=None).table["p"] * (n_sets + 1) - 1
+    sampled = guide_consistency(prof, gene_of, n_null=20_000, seed=1).table["p"] * 20_001 - 1
+    np.testing.assert_allclose(sampled / 20_000, exact / n_sets, atol=0.01)  # tail fractions #{null >= obs}/n
+
+
 def test_batch_topk_keeps_k_times_b_in_training():
     torch.manual_seed(0)
     sae = BatchTopKSAE(6, 40, k=3).train()
@@ -113,6 +127,43 @@ def test_threshold_codes_do_not_depend_on_batch():
         big, one = sae.encode(x)[11], sae.encode(x[11:12])[0]
     assert torch.equal(big > 0, one > 0) and torch.allclose(big, one, atol=1e-6)  # same support, same values
     assert int((big > 0).sum()) > 0
+
+
+def test_aux_k_loss_against_a_per_sample_loop():
+    torch.manual_seed(0)
+    sae = BatchTopKSAE(6, 20, k=2).train()
+    x = torch.randn(9, 6)
+    x_hat, _ = sae(x)
+    dead = torch.zeros(20, dtype=torch.bool)
+    dead[[1, 4, 5, 11, 17]] = True
+    loss = aux_k_loss(sae, x, x_hat, dead, aux_k=3)
+    with torch.no_grad():
+        pre = torch.relu((x - sae.b_dec) @ sae.W_enc.T + sae.b_enc).numpy()
+        W, r = sae.W_dec.numpy(), (x - x_hat).numpy()
+    cols = np.flatnonzero(dead.numpy())
+    ref = 0.0
+    for i in range(len(x)):
+        top = cols[np.argsort(-pre[i, cols])[:3]]
+        ref += float(((W[:, top] * pre[i, top]).sum(1) - r[i]) ** 2 @ np.ones(6)) / len(x)
+    assert float(loss) == pytest.approx(ref, rel=1e-5)
+    assert float(aux_k_loss(sae, x, x_hat, torch.zeros(20, dtype=torch.bool), 3)) == 0.0
+
+
+def test_aux_k_loss_reaches_latents_outside_the_batch_topk():
+    """Latents that never win the batch top-k get no encoder gradient from the MSE, only from the aux loss."""
+    torch.manual_seed(0)
+    sae = BatchTopKSAE(8, 64, k=1).train()
+    x = torch.randn(16, 8)
+    x_hat, z = sae(x)
+    dead = ~(z > 0).any(0)
+    (x_hat - x).pow(2).sum(-1).mean().backward()
+    assert dead.sum() > 10 and float(sae.W_enc.grad[dead].abs().max()) == 0.0
+    sae.zero_grad()
+    aux_k_loss(sae, x, x_hat.detach(), dead, aux_k=4).backward()
+    reached = sae.W_enc.grad[dead].abs().sum(1) > 0
+    assert int(reached.sum()) >= 4
+    sae2 = train_sae(x, n_latents=64, k=1, steps=3, seed=0, aux_k=4, dead_after=1)  # the option runs
+    assert torch.isfinite(sae2.W_enc).all()
 
 
 def test_band_rule_on_hand_made_frequencies():

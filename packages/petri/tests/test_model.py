@@ -90,6 +90,65 @@ def test_make_documents_permute_is_derangement():
             assert set(ctx[plan.expression_ids[i]]) == {c}
 
 
+def test_pair_ids_share_a_document_slot():
+    """The pair_key extension: a paired image cell's partner sits in the same slot; other slots are drawn."""
+    ctx = np.repeat(["a", "b", "c"], 6)
+    img_pair = np.array([f"p{i}" if i % 2 == 0 else None for i in range(18)], dtype=object)
+    expr_pair = np.array([None] * 18, dtype=object)
+    order = np.random.default_rng(0).permutation(18)  # partners sit at other rows, same context
+    for i in range(0, 18, 2):
+        j = next(k for k in order if ctx[k] == ctx[i] and expr_pair[k] is None)
+        expr_pair[j] = f"p{i}"
+    plan = make_documents(
+        ctx, ctx, cells_per_document=5, seed=1, image_pair=img_pair, expression_pair=expr_pair
+    )
+    for g in range(plan.shape[0]):
+        for j in range(5):
+            i, e = plan.image_ids[g, j], plan.expression_ids[g, j]
+            assert plan.paired[g, j] == (img_pair[i] is not None)
+            if plan.paired[g, j]:
+                assert expr_pair[e] == img_pair[i]
+            assert ctx[e] == plan.context[g]
+    assert plan.paired.any() and not plan.paired.all()
+    perm = make_documents(
+        ctx, ctx, cells_per_document=5, permute=True, image_pair=img_pair, expression_pair=expr_pair
+    )
+    assert not perm.paired.any()  # the permuted control has no pairs
+    bad = expr_pair.copy()
+    bad[next(k for k in range(18) if bad[k] == "p0")] = None
+    bad[next(k for k in range(18) if ctx[k] == "b" and bad[k] is None)] = (
+        "p0"  # p0 now links contexts a and b
+    )
+    with pytest.raises(UserError, match="share their context"):
+        make_documents(ctx, ctx, cells_per_document=5, image_pair=img_pair, expression_pair=bad)
+
+
+def test_pair_slots_tag_only_paired_cells():
+    torch.manual_seed(0)
+    cfg = PetriConfig(
+        image_size=8,
+        patch_size=4,
+        n_genes=13,
+        hidden_size=8,
+        num_heads=2,
+        image_layers=1,
+        n_latents=2,
+        mst_layers=1,
+        dec_depth=1,
+        pair_slots=3,
+    )
+    model = PetriModel(cfg).eval()
+    z_i, z_e = torch.randn(2 * 3, 2, 8), torch.randn(2 * 3, 2, 8)
+    paired = torch.tensor([[True, False, False], [False, False, False]])
+    with torch.no_grad():
+        a = model.fuse(z_i, z_e, 2, paired)
+        b = model.fuse(z_i, z_e, 2, torch.zeros_like(paired))
+        c = model.fuse(z_i, z_e, 2)
+    assert torch.equal(b[0], c[0]) and torch.equal(b[1], c[1])  # no pair: no tag
+    assert not torch.allclose(a[0][:3], b[0][:3])  # document 0 holds a pair: its tokens change
+    assert torch.allclose(a[0][3:], b[0][3:]) and torch.allclose(a[1][3:], b[1][3:])  # document 1 does not
+
+
 def test_make_documents_no_shared_context():
     with pytest.raises(UserError, match="no context"):
         make_documents(["a", "b"], ["c"], cells_per_document=2)

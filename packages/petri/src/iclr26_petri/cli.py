@@ -26,6 +26,12 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--likelihood", choices=["nb", "mse"], default="nb", help="expression loss (default nb)")
     p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (default 1e-3)")
     p.add_argument("--permute", action="store_true", help="train the permuted-document control")
+    p.add_argument(
+        "--pair-key",
+        default=None,
+        help="obs column (both modalities) of pair ids for partially paired cells; empty = unpaired "
+        "(an extension, not in the paper: a pair shares a document slot)",
+    )
     p.add_argument("--seed", type=int, default=0)
 
 

@@ -40,6 +40,7 @@ def train(args) -> int:
         obs[args.context_key].astype(str).to_numpy(),
         eobs[args.context_key].astype(str).to_numpy(),
     )
+    pairs = _pair_ids(args, obs, eobs)
     shared, dropped = shared_contexts(img_ctx, expr_ctx)
     if dropped["image_only"] or dropped["expression_only"]:
         _say(
@@ -64,6 +65,7 @@ def train(args) -> int:
         likelihood=args.likelihood,
         image_mean=mean,
         image_std=std,
+        pair_slots=args.cells_per_document if pairs else 0,
     )
     if images.shape[-1] != images.shape[-2]:
         raise UserError(f"images must be square, got {images.shape[-2]}x{images.shape[-1]}")
@@ -83,12 +85,26 @@ def train(args) -> int:
         permute=args.permute,
         seed=args.seed,
         progress=lambda it, total: progress(it, total=total, desc="train"),
+        **pairs,
     )
     with staged_dir(final) as tmp:
         model.save_pretrained(tmp)
         atomic_write_text(tmp / "train_log.csv", pd.DataFrame(log).to_csv(index=False))
     _say(f"wrote {final} (final loss {log[-1]['loss']:.4f})")
     return 0
+
+
+def _pair_ids(args, obs: pd.DataFrame, eobs: pd.DataFrame) -> dict:
+    """``--pair-key`` (extension): the pair-id column of both obs tables as `train_petri` keywords; {} without."""
+    key = getattr(args, "pair_key", None)
+    if key is None:
+        return {}
+    for table, what in ((obs, args.image_obs), (eobs, args.expression)):
+        if key not in table.columns:
+            raise UserError(f"obs column {key!r} missing in {what} (columns: {list(table.columns)})")
+    n = int(obs[key].notna().sum())
+    _say(f"pair key {key!r}: {n} image cells carry a pair id")
+    return dict(image_pair=obs[key].to_numpy(dtype=object), expression_pair=eobs[key].to_numpy(dtype=object))
 
 
 def _load_model(path: str):

@@ -20,7 +20,9 @@ class PetriConfig(PretrainedConfig):
     ``likelihood``: ``"nb"`` (negative binomial on counts, scVI-style mean, *inferred*) or ``"mse"`` (on
     log1p-normalised input). ``image_mean``/``image_std``: per-channel training statistics used to z-score
     image inputs and targets (revised spec). ``modality_embedding``: a learned modality vector added before the
-    MST (*inferred*). ``w_image``/``w_expression``: loss weights (1 each, *inferred*).
+    MST (*inferred*). ``w_image``/``w_expression``: loss weights (1 each, *inferred*). ``pair_slots`` (extension,
+    not in the paper): > 0 adds a learned embedding per document slot (up to ``pair_slots`` slots) to both cells of
+    a slot marked paired (`DocumentBatch.paired`), so the MST can tell which image and expression cells are pairs.
     """
 
     model_type = "petri"
@@ -46,6 +48,7 @@ class PetriConfig(PretrainedConfig):
         w_expression: float = 1.0,
         image_mean: list[float] | None = None,
         image_std: list[float] | None = None,
+        pair_slots: int = 0,
         **kwargs,
     ) -> None:
         self.n_channels = n_channels
@@ -67,6 +70,7 @@ class PetriConfig(PretrainedConfig):
         self.w_expression = w_expression
         self.image_mean = list(image_mean) if image_mean is not None else [0.0] * n_channels
         self.image_std = list(image_std) if image_std is not None else [1.0] * n_channels
+        self.pair_slots = pair_slots
         super().__init__(**kwargs)
 
     def validate(self) -> None:

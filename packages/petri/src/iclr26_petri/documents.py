@@ -17,13 +17,15 @@ import numpy as np
 class DocumentPlan:
     """Cell ids per document: ``image_ids``/``expression_ids`` are int arrays [G, S] (row indices into each
     modality); ``context[i]`` is document i's context, ``expression_context[i]`` the context its expression
-    half came from (equal to ``context`` unless permuted); ``dropped`` counts contexts seen in one modality only."""
+    half came from (equal to ``context`` unless permuted); ``dropped`` counts contexts seen in one modality only;
+    ``paired`` marks slots whose image and expression cells are a known pair (only with pair ids)."""
 
     image_ids: np.ndarray
     expression_ids: np.ndarray
     context: np.ndarray
     expression_context: np.ndarray
     dropped: dict[str, int] = field(default_factory=dict)
+    paired: np.ndarray | None = None  # [G, S] bool: the slot holds a cell pair (the ``pair_key`` extension)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -64,14 +66,50 @@ def _index(contexts: Sequence) -> dict:
     return {c: np.asarray(v) for c, v in out.items()}
 
 
+def _partners(image_pair: Sequence | None, expression_pair: Sequence | None) -> np.ndarray | None:
+    """For each image cell the row of its expression partner (same pair id), or -1; None without pair ids.
+    Empty/NaN ids are unpaired; an id used twice in one modality is a `UserError`."""
+    if image_pair is None and expression_pair is None:
+        return None
+    from iclr26_core.errors import UserError
+
+    if image_pair is None or expression_pair is None:
+        raise UserError("pair ids must be given for both modalities (unpaired cells: empty)")
+
+    def ids(x, what):
+        v = [None if (t is None or t != t or str(t) == "") else str(t) for t in np.asarray(x, dtype=object)]
+        seen = [t for t in v if t is not None]
+        if len(seen) != len(set(seen)):
+            raise UserError(f"a pair id occurs more than once among the {what} cells")
+        return v
+
+    row = {t: i for i, t in enumerate(ids(expression_pair, "expression")) if t is not None}
+    return np.array([row.get(t, -1) if t is not None else -1 for t in ids(image_pair, "image")])
+
+
 class DocumentSampler:
     """The shared contexts and each context's cell ids of both modalities, computed once, for drawing many
-    document plans (a training loop draws one per step)."""
+    document plans (a training loop draws one per step). ``image_pair``/``expression_pair``: optional pair ids
+    per cell (the ``pair_key`` extension, not in the paper): a paired image cell brings its expression partner
+    into the same document slot (unless permuted)."""
 
     def __init__(
-        self, image_context: Sequence, expression_context: Sequence, contexts: Sequence | None = None
+        self,
+        image_context: Sequence,
+        expression_context: Sequence,
+        contexts: Sequence | None = None,
+        image_pair: Sequence | None = None,
+        expression_pair: Sequence | None = None,
     ) -> None:
+        self.partner = _partners(image_pair, expression_pair)
         shared, self.dropped = shared_contexts(image_context, expression_context)
+        if self.partner is not None:
+            ic, ec = np.asarray(image_context, dtype=object), np.asarray(expression_context, dtype=object)
+            rows = np.flatnonzero(self.partner >= 0)
+            if (ic[rows] != ec[self.partner[rows]]).any():
+                from iclr26_core.errors import UserError
+
+                raise UserError("paired cells must share their context (a pair id links two contexts)")
         if contexts is not None:
             keep = set(np.asarray(contexts).tolist())
             shared = [c for c in shared if c in keep]
@@ -94,8 +132,13 @@ class DocumentSampler:
         S = int(cells_per_document)
         image_ids = np.stack([rng.choice(self.img_idx[shared[g]], S, replace=True) for g in doc_ctx])
         expr_ids = np.stack([rng.choice(self.expr_idx[shared[perm[g]]], S, replace=True) for g in doc_ctx])
+        paired = None
+        if self.partner is not None:
+            partner = self.partner[image_ids]
+            paired = (partner >= 0) & (not permute)
+            expr_ids = np.where(paired, partner, expr_ids)
         ctx = np.asarray(shared, dtype=object)
-        return DocumentPlan(image_ids, expr_ids, ctx[doc_ctx], ctx[perm[doc_ctx]], dict(self.dropped))
+        return DocumentPlan(image_ids, expr_ids, ctx[doc_ctx], ctx[perm[doc_ctx]], dict(self.dropped), paired)
 
 
 def make_documents(
@@ -107,12 +150,16 @@ def make_documents(
     permute: bool = False,
     seed: int = 0,
     contexts: Sequence | None = None,
+    image_pair: Sequence | None = None,
+    expression_pair: Sequence | None = None,
 ) -> DocumentPlan:
     """Sample documents: one per shared context (``n_documents=None``) or ``n_documents`` documents of
     contexts drawn at random (each context at most once while they last). Within a document, S =
     ``cells_per_document`` cells per modality are drawn with replacement. ``permute=True`` takes the expression
-    half from the context ``derangement[g]`` (never g itself). ``contexts`` restricts to these contexts."""
-    sampler = DocumentSampler(image_context, expression_context, contexts)
+    half from the context ``derangement[g]`` (never g itself). ``contexts`` restricts to these contexts.
+    ``image_pair``/``expression_pair`` (extension): pair ids per cell; a paired image cell's expression partner
+    takes the same slot (``plan.paired``), other slots are drawn as usual."""
+    sampler = DocumentSampler(image_context, expression_context, contexts, image_pair, expression_pair)
     return sampler.sample(cells_per_document, n_documents, permute, seed)
 
 

@@ -32,13 +32,15 @@ def random_mask(n: int, n_tokens: int, ratio: float, generator: torch.Generator 
 class DocumentBatch:
     """G documents: ``images`` [G, S, C, H, W] (raw pixels), ``counts`` [G, S, n_genes], ``library`` [G, S]
     (total counts; default ``counts.sum(-1)``), ``image_mask`` [G, S, N] and ``gene_mask`` [G, S, n_genes]
-    (True = masked; drawn by `PetriModel` when None)."""
+    (True = masked; drawn by `PetriModel` when None); ``paired`` [G, S] bool: slot j's image and expression cells
+    are a known pair (the ``pair_key`` extension; used when ``config.pair_slots > 0``)."""
 
     images: torch.Tensor
     counts: torch.Tensor
     library: torch.Tensor | None = None
     image_mask: torch.Tensor | None = None
     gene_mask: torch.Tensor | None = None
+    paired: torch.Tensor | None = None
 
     def with_masks(self, cfg: PetriConfig, generator: torch.Generator | None = None) -> DocumentBatch:
         g, s = self.images.shape[:2]
@@ -50,7 +52,7 @@ class DocumentBatch:
             gm = random_mask(g * s, cfg.n_genes, cfg.mask_ratio, generator).reshape(g, s, -1)
         lib = self.library if self.library is not None else self.counts.sum(-1)
         return DocumentBatch(
-            self.images, self.counts, lib, im.to(self.images.device), gm.to(self.counts.device)
+            self.images, self.counts, lib, im.to(self.images.device), gm.to(self.counts.device), self.paired
         )
 
 
@@ -90,6 +92,7 @@ class PetriModel(PreTrainedModel):
         self.image_encoder = ImageEncoder(config)
         self.expression_encoder = ExpressionEncoder(config)
         self.modality = nn.Parameter(torch.zeros(2, d))
+        self.slot = nn.Parameter(torch.zeros(config.pair_slots, d)) if config.pair_slots else None
         self.mst = vit_stack(config, config.mst_layers)
         self.mst_norm = nn.LayerNorm(d, eps=1e-6)
         # image decoder (MAE-like)
@@ -118,6 +121,8 @@ class PetriModel(PreTrainedModel):
             module._petri_init()
         if isinstance(module, PetriModel):
             nn.init.normal_(module.modality, std=0.02)
+            if module.slot is not None:
+                nn.init.normal_(module.slot, std=0.02)
             nn.init.normal_(module.mask_token, std=0.02)
             nn.init.normal_(module.dec_pos, std=0.02)
             nn.init.zeros_(module.log_theta)
@@ -147,11 +152,20 @@ class PetriModel(PreTrainedModel):
         return self.expression_encoder(self.expression_input(counts, library), mask)
 
     def fuse(
-        self, z_img: torch.Tensor, z_expr: torch.Tensor, n_docs: int
+        self, z_img: torch.Tensor, z_expr: torch.Tensor, n_docs: int, paired: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The Multimodal Set Transformer: (G·S, L, D) per modality -> (G, 2·S·L, D) -> blocks -> split back."""
+        """The Multimodal Set Transformer: (G·S, L, D) per modality -> (G, 2·S·L, D) -> blocks -> split back.
+        ``paired`` [G, S] (with ``pair_slots``): slot j's embedding is added to both cells of a paired slot."""
         if self.config.modality_embedding:
             z_img, z_expr = z_img + self.modality[0], z_expr + self.modality[1]
+        if self.slot is not None and paired is not None:
+            s = paired.shape[1]
+            if s > len(self.slot):
+                from iclr26_core.errors import UserError
+
+                raise UserError(f"{s} cells per document but the model has {len(self.slot)} pair slots")
+            tag = (paired[..., None].to(z_img.dtype) * self.slot[:s]).reshape(-1, 1, z_img.shape[-1])
+            z_img, z_expr = z_img + tag, z_expr + tag
         a, b = to_documents(z_img, n_docs), to_documents(z_expr, n_docs)
         x = torch.cat([a, b], dim=1)
         if len(self.mst):
@@ -188,7 +202,7 @@ class PetriModel(PreTrainedModel):
         im_mask, gene_mask = batch.image_mask.reshape(g * s, -1), batch.gene_mask.reshape(g * s, -1)
         z_img = self.encode_image(images, im_mask)
         z_expr = self.encode_expression(counts, gene_mask, lib)
-        h_img, h_expr = self.fuse(z_img, z_expr, g)
+        h_img, h_expr = self.fuse(z_img, z_expr, g, batch.paired)
         pred = self.decode_image(h_img)
         target = patchify(self.normalize_images(images), cfg.patch_size)
         per_patch = ((pred - target) ** 2).mean(-1)

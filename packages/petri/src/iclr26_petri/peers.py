@@ -1,7 +1,8 @@
 """Peers on the same data, run by ``reproduce``:
 
 - pycytominer's ``RobustMAD`` + ``Spherize(method="PCA")`` against our profiles (same embeddings);
-- copairs' mAP of guide consistency (guides of one gene retrieve each other) on the same guide profiles;
+- copairs' mAP of guide consistency (guides of one gene retrieve each other) on the same guide profiles, and its
+  phenotypic activity (a guide's per-well replicates retrieve each other against control replicates);
 - harmonypy: Harmony batch correction (by well) of each modality's embeddings before profiling (a variant);
 - scvi-tools: scVI on the expression counts as a unimodal VAE baseline, through the same profile/metric code.
 """
@@ -9,6 +10,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -54,6 +56,28 @@ def copairs_consistency(guide_profiles: pd.DataFrame, gene_of_guide, *, null_siz
     feats = guide_profiles.loc[keep].to_numpy(dtype=np.float64)
     ap = average_precision(meta, feats, ["gene"], [], [], ["gene"], progress_bar=False)
     m = mean_average_precision(ap, ["gene"], null_size=null_size, threshold=0.05, seed=0, progress_bar=False)
+    return {
+        "map": float(m["mean_average_precision"].mean()),
+        "fraction_significant": float(m["below_corrected_p"].mean()),
+    }
+
+
+def copairs_activity(replicates: pd.DataFrame, controls: Iterable[str], *, null_size: int = 1000) -> dict:
+    """copairs' phenotypic activity: mAP of a guide's replicates (rows of a (guide, batch) MultiIndex, e.g.
+    `replicate_profiles`) retrieving each other against the replicates of the ``controls`` guides; mean mAP over
+    the other guides and the fraction with BH-corrected p < 0.05."""
+    from copairs.map import average_precision, mean_average_precision
+    from copairs.matching import assign_reference_index
+
+    meta = replicates.index.to_frame(index=False)
+    meta.columns = ["guide", "batch"]
+    meta["is_control"] = meta["guide"].isin(set(controls))
+    meta = assign_reference_index(meta, "is_control", reference_col="ref", default_value=-1)
+    feats = replicates.to_numpy(dtype=np.float64)
+    by = ["guide", "ref"]
+    ap = average_precision(meta, feats, by, [], [], by, progress_bar=False)
+    ap = ap[~ap["is_control"]]
+    m = mean_average_precision(ap, by, null_size=null_size, threshold=0.05, seed=0, progress_bar=False)
     return {
         "map": float(m["mean_average_precision"].mean()),
         "fraction_significant": float(m["below_corrected_p"].mean()),

@@ -99,7 +99,33 @@ def perturbation_profiles(
     return Profiles(per_mod, multi, genes)
 
 
+def replicate_profiles(
+    emb: np.ndarray,
+    obs: pd.DataFrame,
+    *,
+    context_key: str,
+    control_value: str,
+    batch_key: str,
+    control_context_key: str | None = None,
+) -> pd.DataFrame:
+    """Replicate-level profiles of one modality: the normalised, whitened cells (as for `perturbation_profiles`;
+    controls are the cells whose ``control_context_key``, default ``context_key``, equals ``control_value``)
+    averaged per (context, batch), with that MultiIndex: the replicates of copairs' phenotypic activity."""
+    ctrl_key = control_context_key or context_key
+    _check_columns(obs, [context_key, batch_key, ctrl_key], "replicate")
+    control = (obs[ctrl_key].astype(str) == str(control_value)).to_numpy()
+    w = normalized_cells(emb, obs, control, batch_key)
+    keys = [obs[context_key].astype(str).to_numpy(), obs[batch_key].astype(str).to_numpy()]
+    return pd.DataFrame(w).groupby(keys).mean().rename_axis([context_key, batch_key])
+
+
 def _guide_level(emb, obs, control, context_key, batch_key) -> pd.DataFrame:
+    w = normalized_cells(emb, obs, control, batch_key)
+    return pd.DataFrame(w).groupby(obs[context_key].astype(str).to_numpy()).mean()
+
+
+def normalized_cells(emb, obs, control, batch_key) -> np.ndarray:
+    """Cells robust-z'd per batch against its controls, then whitened on all controls."""
     from iclr26_core.errors import UserError
 
     emb = np.asarray(emb, dtype=np.float64)
@@ -112,5 +138,4 @@ def _guide_level(emb, obs, control, context_key, batch_key) -> pd.DataFrame:
         if not (rows & control).any():
             raise UserError(f"batch {b!r} has no control cells")
         z[rows] = robust_center_scale(emb[rows], control[rows])
-    w = spherize(z, control)
-    return pd.DataFrame(w).groupby(obs[context_key].astype(str).to_numpy()).mean()
+    return spherize(z, control)

@@ -23,14 +23,16 @@ def _train_and_evaluate(job: dict) -> dict:
     model = PetriModel(PetriConfig.from_dict(r["config"]))
     model.load_state_dict(r["state"])
     model.eval()
-    res = dict(seed=r["seed"], permute=r["permute"], log=r["log"], gaps=r["gaps"])
+    res = dict(job_id=job["job_id"], seed=r["seed"], permute=r["permute"], log=r["log"], gaps=r["gaps"])
     res["c1"] = c1_gap(model, test, c1_docs, seed=r["seed"]) if c1_docs else None
     with torch.no_grad():
         ei = embed(model, images=test.images).numpy()
         ee = embed(model, counts=test.counts).numpy()
     res["profiles"] = _profiles_metrics(ei, ee, test, cfg)
     saes = [
-        multimodal_dims(ei, ee, n_latents=cfg.sae.n_latents, k=cfg.sae.k, steps=cfg.sae.steps, seed=s)
+        multimodal_dims(
+            ei, ee, n_latents=cfg.sae.n_latents, k=cfg.sae.k, steps=cfg.sae.steps, seed=s, aux_k=cfg.sae.aux_k
+        )
         for s in range(cfg.sae.seeds)
     ]
     res["sae"] = [x.count for x in saes]
@@ -69,8 +71,15 @@ def _trainings(cfg, ctx, train, test, c1_docs) -> list[dict]:
         for seed in range(cfg.seeds)
         for permute in (False, True)
     ]
-    bar = ctx.progress(total=len(jobs), desc="train + evaluate PETRI / permuted")
+    return _run_jobs(cfg, ctx, jobs, "train + evaluate PETRI / permuted")
+
+
+def _run_jobs(cfg, ctx, jobs: list[dict], desc: str) -> list[dict]:
+    """`_train_and_evaluate` on each job, in ``cfg.workers`` single-thread processes (in-process when 0); the
+    results in job order."""
+    bar = ctx.progress(total=len(jobs), desc=desc)
     out = []
+    jobs = [dict(job, job_id=i) for i, job in enumerate(jobs)]
     if cfg.workers <= 0:
         for job in jobs:
             out.append(_train_and_evaluate(job))
@@ -87,7 +96,7 @@ def _trainings(cfg, ctx, train, test, c1_docs) -> list[dict]:
                 out.append(f.result())
                 bar.update(1)
     bar.close()
-    return sorted(out, key=lambda r: (r["seed"], r["permute"]))
+    return sorted(out, key=lambda r: r["job_id"])
 
 
 def _profiles(emb_i, emb_e, test):
@@ -188,6 +197,11 @@ def run(cfg, ctx) -> Results:
     peers = _peers(ctx, cfg, arms, train, test)
     results = _claims(cfg, ctx, arms, late, peers, bodipy_figure, roc_figure)
     results.metrics["peers"] = peers
+    sweep = cfg.get("sweep") or {}
+    if sweep.get("S") or sweep.get("mask"):
+        from .sweep import sensitivity
+
+        results.metrics["sweep"] = sensitivity(cfg, ctx, train, test, _run_jobs)
     return results
 
 
@@ -231,6 +245,19 @@ def _peers(ctx, cfg, arms, train, test) -> dict:
                 for m, v in out["copairs"].items()
             )
         )
+        reps = _replicates(ei, ee, test)
+        gene_of = test.truth["gene_of_guide"]
+        controls = [g for g, gene in gene_of.items() if gene == "NTC"]
+        out["copairs_activity"] = {
+            m: P.copairs_activity(r, controls, null_size=cfg.metrics.n_null) for m, r in reps.items()
+        }
+        ctx.log(
+            "copairs phenotypic activity (per-well replicates vs controls, PETRI seed 0): "
+            + ", ".join(
+                f"{m} {v['map']:.3f} ({v['fraction_significant']:.2f} sig.)"
+                for m, v in out["copairs_activity"].items()
+            )
+        )
     if "harmonypy" not in missing:
         hi, he = P.harmony_corrected(ei, test.image_obs), P.harmony_corrected(ee, test.expression_obs)
         out["harmony"] = _strip(_profiles_metrics(hi, he, test, cfg))
@@ -242,6 +269,20 @@ def _peers(ctx, cfg, arms, train, test) -> dict:
         out["scvi"] = _strip(_profiles_metrics(None, z, test, cfg))
         ctx.log(f"scVI on expression: {_fmt(out['scvi'])}")
     return out
+
+
+def _replicates(emb_i, emb_e, test) -> dict:
+    """Per-(guide, well) replicate profiles of each modality and their mean over shared rows (multimodal)."""
+    from .profiles import replicate_profiles
+
+    kw = dict(context_key="guide", control_value="NTC", batch_key="well", control_context_key="gene")
+    reps = {
+        "image": replicate_profiles(emb_i, test.image_obs, **kw),
+        "expression": replicate_profiles(emb_e, test.expression_obs, **kw),
+    }
+    common = reps["image"].index.intersection(reps["expression"].index)
+    reps["multimodal"] = (reps["image"].loc[common] + reps["expression"].loc[common]) / 2
+    return reps
 
 
 def _strip(res: dict) -> dict:

@@ -81,6 +81,22 @@ def scale_unit_msn(x: torch.Tensor) -> torch.Tensor:
     return x / x.pow(2).sum(-1).mean().sqrt().clamp_min(1e-12)
 
 
+def aux_k_loss(
+    sae: BatchTopKSAE, x: torch.Tensor, x_hat: torch.Tensor, dead: torch.Tensor, aux_k: int
+) -> torch.Tensor:
+    """The auxiliary-k loss for dead latents (Gao et al. 2024; the BatchTopK reference code): the top ``aux_k``
+    pre-activations of the ``dead`` latents of each sample reconstruct the residual x − x̂ (detached) through
+    their decoder columns; squared error summed over features, mean over samples. 0 when no latent is dead."""
+    n_dead = int(dead.sum())
+    if n_dead == 0 or aux_k <= 0:
+        return x.new_zeros(())
+    pre = sae.pre_activations(x)[:, dead]
+    vals, idx = pre.topk(min(aux_k, n_dead), dim=-1)
+    z = torch.zeros_like(pre).scatter(-1, idx, vals)
+    residual = (x - x_hat).detach()
+    return (z @ sae.W_dec[:, dead].T - residual).pow(2).sum(-1).mean()
+
+
 def train_sae(
     x: torch.Tensor,
     n_latents: int,
@@ -89,18 +105,28 @@ def train_sae(
     batch_size: int = 256,
     lr: float = 1e-3,
     seed: int = 0,
+    aux_k: int = 0,
+    aux_coef: float = 1 / 32,
+    dead_after: int = 5,
 ) -> BatchTopKSAE:
+    """Adam on the MSE (summed over features); ``aux_k > 0`` adds ``aux_coef`` x `aux_k_loss` for the latents that
+    have not fired for ``dead_after`` steps (an option against dead latents; off by default)."""
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     sae = BatchTopKSAE(x.shape[1], n_latents, k)
     with torch.no_grad():
         sae.b_dec.copy_(x.median(0).values)
     opt = torch.optim.Adam(sae.parameters(), lr=lr)
+    idle = torch.zeros(n_latents, dtype=torch.long)  # steps since each latent last fired
     sae.train()
     for _ in range(steps):
         xb = x[torch.randint(len(x), (min(batch_size, len(x)),), generator=gen)]
-        x_hat, _ = sae(xb)
+        x_hat, z = sae(xb)
         loss = (x_hat - xb).pow(2).sum(-1).mean()
+        if aux_k > 0:
+            fired = (z > 0).any(0)
+            idle = torch.where(fired, torch.zeros_like(idle), idle + 1)
+            loss = loss + aux_coef * aux_k_loss(sae, xb, x_hat, idle >= dead_after, aux_k)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -117,12 +143,14 @@ def multimodal_dims(
     steps: int = 1000,
     band: tuple[float, float] = (0.1, 0.9),
     seed: int = 0,
+    aux_k: int = 0,
 ) -> SAEResult:
     """Train a BatchTopK SAE on the pooled embeddings (each modality scaled to unit mean squared norm) and count
-    latents active in 10–90% of image cells and 10–90% of expression cells (threshold-mode codes)."""
+    latents active in 10–90% of image cells and 10–90% of expression cells (threshold-mode codes). ``aux_k > 0``
+    trains with the auxiliary-k loss for dead latents (`train_sae`)."""
     xi = scale_unit_msn(torch.as_tensor(x_image, dtype=torch.float32))
     xe = scale_unit_msn(torch.as_tensor(x_expression, dtype=torch.float32))
-    sae = train_sae(torch.cat([xi, xe]), n_latents, k, steps, seed=seed)
+    sae = train_sae(torch.cat([xi, xe]), n_latents, k, steps, seed=seed, aux_k=aux_k)
     with torch.no_grad():
         fi = (sae.encode(xi) > 0).float().mean(0)
         fe = (sae.encode(xe) > 0).float().mean(0)

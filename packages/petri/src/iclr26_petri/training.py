@@ -36,17 +36,20 @@ def train_petri(
     callback: Callable[[int, PetriModel], None] | None = None,
     callback_steps: Sequence[int] = (),
     progress: Callable | None = None,
+    image_pair: Sequence | None = None,
+    expression_pair: Sequence | None = None,
 ) -> list[dict]:
     """AdamW with a cosine schedule (after ``warmup`` linear steps); ``permute=True`` trains the permuted-document control (a fresh derangement
     of the contexts for every step's documents). Returns the log (step, loss, loss_image, loss_expression);
-    ``callback(step, model)`` runs after the listed steps. Raises `TrainingDiverged` on a non-finite loss."""
+    ``callback(step, model)`` runs after the listed steps. ``image_pair``/``expression_pair``: optional pair ids per
+    cell (the ``pair_key`` extension, see `make_documents`). Raises `TrainingDiverged` on a non-finite loss."""
     from iclr26_core.errors import TrainingDiverged
 
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     imgs = torch.as_tensor(np.asarray(images, dtype=np.float32))
     cnts = torch.as_tensor(np.asarray(counts, dtype=np.float32))
-    sampler = DocumentSampler(image_context, expression_context)
+    sampler = DocumentSampler(image_context, expression_context, None, image_pair, expression_pair)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
 
     def schedule(s: int) -> float:  # linear warmup over ``warmup`` steps, then cosine to 0
@@ -65,6 +68,7 @@ def train_petri(
         batch = DocumentBatch(
             imgs[plan.image_ids.reshape(-1)].reshape(g, s, *imgs.shape[1:]),
             cnts[plan.expression_ids.reshape(-1)].reshape(g, s, -1),
+            paired=None if plan.paired is None else torch.as_tensor(plan.paired),
         )
         out = model(batch, generator=gen)
         if not torch.isfinite(out.loss):
