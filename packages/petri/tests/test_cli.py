@@ -19,7 +19,7 @@ test_help_does_not_import_torch = fast_help_test(
     "iclr26_petri", ["train", "--help"], ["profile", "--help"], mentions=["train", "embed", "profile"]
 )
 
-smoke_run = smoke_run_fixture(main, "sweep.S=[2,4]", "sweep.mask=[0.5]")
+smoke_run = smoke_run_fixture(main, "steps=4", "sweep.S=[2,4]", "sweep.mask=[0.5]")
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
@@ -40,6 +40,7 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert c["C4"]["holds"] == bool(gc["multimodal"] >= max(gc["image"], gc["expression"]))
     post = np.mean([r["post"]["multimodal"]["tpr"] for r in m["profiles"]["petri"]])
     assert c["C5"]["holds"] == bool(tpr["multimodal"] >= post)
+    assert m["train_log"]["petri"][0][-1]["step"] == 4  # steps=4 overrides train.steps
 
 
 def test_smoke_sweep_rows(smoke_run):

@@ -124,21 +124,9 @@ def test_pair_ids_share_a_document_slot():
 
 
 def test_pair_slots_tag_only_paired_cells():
-    torch.manual_seed(0)
-    cfg = PetriConfig(
-        image_size=8,
-        patch_size=4,
-        n_genes=13,
-        hidden_size=8,
-        num_heads=2,
-        image_layers=1,
-        n_latents=2,
-        mst_layers=1,
-        dec_depth=1,
-        pair_slots=3,
-    )
-    model = PetriModel(cfg).eval()
-    z_i, z_e = torch.randn(2 * 3, 2, 8), torch.randn(2 * 3, 2, 8)
+    model = tiny(pair_slots=3).eval()
+    torch.manual_seed(1)
+    z_i, z_e = torch.randn(2 * 3, 3, 12), torch.randn(2 * 3, 3, 12)
     paired = torch.tensor([[True, False, False], [False, False, False]])
     with torch.no_grad():
         a = model.fuse(z_i, z_e, 2, paired)

@@ -176,6 +176,8 @@ def run(cfg, ctx) -> Results:
     from .experiment import c1_documents
     from .figures import bodipy_figure, roc_figure
 
+    if cfg.get("steps"):
+        cfg.train.steps = int(cfg.steps)
     d = cfg.data
     kw = dict(
         n_pathways=d.n_pathways,

