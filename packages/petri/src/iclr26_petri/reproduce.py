@@ -6,6 +6,8 @@ import numpy as np
 
 from iclr26_core.report import Claim, Results
 
+from .evaluate import _fmt, _late_fusion, _peers, _profiles_metrics, _scvi
+
 
 def _train_and_evaluate(job: dict) -> dict:
     """One arm (in a worker process): train, then C1's gap, profiles and metrics, the SAE counts and, for
@@ -56,6 +58,7 @@ def _train_and_evaluate(job: dict) -> dict:
 def _quiet_worker() -> None:
     """Fold third-party chatter (torch's import-time warnings) in a worker process for its whole life, as the
     CLI does in the main process (``ICLR26_VERBOSE=1`` prints it)."""
+    import atexit
     import contextlib
 
     from iclr26_core.runtime import quiet
@@ -63,24 +66,27 @@ def _quiet_worker() -> None:
     global _QUIET
     _QUIET = contextlib.ExitStack()
     _QUIET.enter_context(quiet())
+    atexit.register(_QUIET.close)  # close it before interpreter teardown (else a traceback at exit)
 
 
-def _trainings(cfg, ctx, train, test, c1_docs) -> list[dict]:
+def _trainings(cfg, ctx, train, test, c1_docs, meanwhile=None) -> list[dict]:
     jobs = [
         dict(cfg=cfg, train=train, test=test, permute=permute, seed=int(seed), c1_docs=c1_docs)
         for seed in range(cfg.seeds)
         for permute in (False, True)
     ]
-    return _run_jobs(cfg, ctx, jobs, "train + evaluate PETRI / permuted")
+    return _run_jobs(cfg, ctx, jobs, "train + evaluate PETRI / permuted", meanwhile)
 
 
-def _run_jobs(cfg, ctx, jobs: list[dict], desc: str) -> list[dict]:
+def _run_jobs(cfg, ctx, jobs: list[dict], desc: str, meanwhile=None) -> list[dict]:
     """`_train_and_evaluate` on each job, in ``cfg.workers`` single-thread processes (in-process when 0); the
-    results in job order."""
+    results in job order. ``meanwhile()`` runs in this process while the workers train (else before)."""
     bar = ctx.progress(total=len(jobs), desc=desc)
     out = []
     jobs = [dict(job, job_id=i) for i, job in enumerate(jobs)]
     if cfg.workers <= 0:
+        if meanwhile is not None:
+            meanwhile()
         for job in jobs:
             out.append(_train_and_evaluate(job))
             bar.update(1)
@@ -92,62 +98,13 @@ def _run_jobs(cfg, ctx, jobs: list[dict], desc: str) -> list[dict]:
             cfg.workers, mp_context=mp.get_context("spawn"), initializer=_quiet_worker
         ) as pool:
             futures = [pool.submit(_train_and_evaluate, job) for job in jobs]
+            if meanwhile is not None:
+                meanwhile()
             for f in as_completed(futures):
                 out.append(f.result())
                 bar.update(1)
     bar.close()
     return sorted(out, key=lambda r: r["job_id"])
-
-
-def _profiles(emb_i, emb_e, test):
-    from .profiles import perturbation_profiles
-
-    mods = {"image": (emb_i, test.image_obs), "expression": (emb_e, test.expression_obs)}
-    return perturbation_profiles(
-        {m: v for m, v in mods.items() if v[0] is not None},
-        context_key="guide",
-        control_value="NTC",
-        batch_key="well",
-        gene_key="gene",
-    )
-
-
-def _profiles_metrics(emb_i, emb_e, test, cfg) -> dict:
-    """TPR@5%FPR, AUC and GC fraction of the image, expression and multimodal profiles (those available)."""
-    from .metrics import guide_consistency, relationship_recall
-
-    prof = _profiles(emb_i, emb_e, test)
-    out = {}
-    guides = {**prof.per_modality, **({"multimodal": prof.multimodal} if prof.multimodal is not None else {})}
-    for m, g in guides.items():
-        rec = relationship_recall(prof.genes[m], test.truth["positives"])
-        gc = guide_consistency(g, test.truth["gene_of_guide"], n_null=cfg.metrics.n_null, seed=0)
-        out[m] = dict(tpr=rec.tpr, auc=rec.auc, gc=gc.fraction, roc=rec.roc)
-    return out
-
-
-def _late_fusion(test, n_pcs: int) -> dict:
-    """Late fusion of PCA on raw features: 32 PCs of pixels and of log1p counts, profiles concatenated."""
-    import pandas as pd
-    from sklearn.decomposition import PCA
-
-    from .metrics import guide_consistency, relationship_recall
-    from .profiles import perturbation_profiles
-
-    xi = PCA(n_pcs, random_state=0).fit_transform(test.images.reshape(len(test.images), -1))
-    xe = PCA(n_pcs, random_state=0).fit_transform(np.log1p(test.counts))
-    prof = perturbation_profiles(
-        {"image": (xi, test.image_obs), "expression": (xe, test.expression_obs)},
-        context_key="guide",
-        control_value="NTC",
-        batch_key="well",
-        gene_key="gene",
-    )
-    cat = pd.concat([prof.genes["image"], prof.genes["expression"]], axis=1, join="inner")
-    cat_g = pd.concat([prof.per_modality["image"], prof.per_modality["expression"]], axis=1, join="inner")
-    rec = relationship_recall(cat, test.truth["positives"])
-    gc = guide_consistency(cat_g, test.truth["gene_of_guide"], n_null=1000 if len(cat_g) > 20 else None)
-    return dict(tpr=rec.tpr, auc=rec.auc, gc=gc.fraction, roc=rec.roc)
 
 
 def _sae_diag(fi, fe, alive: float = 0.01, band=(0.1, 0.9)) -> dict:
@@ -193,10 +150,19 @@ def run(cfg, ctx) -> Results:
         f"{train.image_obs['guide'].nunique()} guides"
     )
     c1_docs = c1_documents(test, cfg.c1.documents, cfg.train.cells_per_document, cfg.c1.min_effect)
-    runs = _trainings(cfg, ctx, train, test, c1_docs)
+    early: dict = {}
+
+    def meanwhile() -> None:  # the baselines that need no trained PETRI, while the workers train
+        early["late"] = _late_fusion(test, cfg.baselines.pca_components)
+        early["scvi"] = _scvi(ctx, cfg, train, test)
+
+    runs = _trainings(cfg, ctx, train, test, c1_docs, meanwhile)
     arms = {"petri": [r for r in runs if not r["permute"]], "permuted": [r for r in runs if r["permute"]]}
-    late = _late_fusion(test, cfg.baselines.pca_components)
+    late = early["late"]
     peers = _peers(ctx, cfg, arms, train, test)
+    if early["scvi"] is not None:
+        peers["scvi"] = early["scvi"]
+        ctx.log(f"scVI on expression: {_fmt(peers['scvi'])}")
     results = _claims(cfg, ctx, arms, late, peers, bodipy_figure, roc_figure)
     results.metrics["peers"] = peers
     sweep = cfg.get("sweep") or {}
@@ -205,94 +171,6 @@ def run(cfg, ctx) -> Results:
 
         results.metrics["sweep"] = sensitivity(cfg, ctx, train, test, _run_jobs)
     return results
-
-
-def _peers(ctx, cfg, arms, train, test) -> dict:
-    """The installed peers on the same data (see `peers`): pycytominer's whitening against ours, copairs' mAP,
-    Harmony-corrected embeddings and scVI expression embeddings through our profile and metric code."""
-    from . import peers as P
-    from .profiles import robust_center_scale, spherize
-
-    missing = P.missing_peers()
-    ctx.peers_missing(missing)
-    ei, ee = arms["petri"][0].pop("emb")
-    out: dict = {}
-    if "pycytominer" not in missing:
-        for m, emb, obs in (("image", ei, test.image_obs), ("expression", ee, test.expression_obs)):
-            control = (obs["gene"] == "NTC").to_numpy()
-            wells = obs["well"].to_numpy()
-            ours = np.empty(emb.shape)
-            for w in np.unique(wells):
-                rows = wells == w
-                ours[rows] = robust_center_scale(np.asarray(emb, np.float64)[rows], control[rows])
-            ours = spherize(ours, control)
-            out[f"pycytominer_gram_diff_{m}"] = P.gram_difference(
-                ours, P.pycytominer_whitened(emb, obs, control, "well")
-            )
-        ctx.log(
-            "pycytominer: whitened profiles match ours, relative Gram difference "
-            + ", ".join(f"{m} {out[f'pycytominer_gram_diff_{m}']:.1e}" for m in ("image", "expression"))
-        )
-    if "copairs" not in missing:
-        prof = _profiles(ei, ee, test)
-        guides = {**prof.per_modality, "multimodal": prof.multimodal}
-        out["copairs"] = {
-            m: P.copairs_consistency(g, test.truth["gene_of_guide"], null_size=cfg.metrics.n_null)
-            for m, g in guides.items()
-        }
-        ctx.log(
-            "copairs mAP (guide consistency, PETRI seed 0): "
-            + ", ".join(
-                f"{m} {v['map']:.3f} ({v['fraction_significant']:.2f} sig.)"
-                for m, v in out["copairs"].items()
-            )
-        )
-        reps = _replicates(ei, ee, test)
-        gene_of = test.truth["gene_of_guide"]
-        controls = [g for g, gene in gene_of.items() if gene == "NTC"]
-        out["copairs_activity"] = {
-            m: P.copairs_activity(r, controls, null_size=cfg.metrics.n_null) for m, r in reps.items()
-        }
-        ctx.log(
-            "copairs phenotypic activity (per-well replicates vs controls, PETRI seed 0): "
-            + ", ".join(
-                f"{m} {v['map']:.3f} ({v['fraction_significant']:.2f} sig.)"
-                for m, v in out["copairs_activity"].items()
-            )
-        )
-    if "harmonypy" not in missing:
-        hi, he = P.harmony_corrected(ei, test.image_obs), P.harmony_corrected(ee, test.expression_obs)
-        out["harmony"] = _strip(_profiles_metrics(hi, he, test, cfg))
-        ctx.log(f"harmonypy-corrected PETRI embeddings: {_fmt(out['harmony'])}")
-    if "scvi-tools" not in missing:
-        z = P.scvi_embeddings(
-            train.counts, test.counts, n_latent=cfg.peers.scvi_latent, max_epochs=cfg.peers.scvi_epochs
-        )
-        out["scvi"] = _strip(_profiles_metrics(None, z, test, cfg))
-        ctx.log(f"scVI on expression: {_fmt(out['scvi'])}")
-    return out
-
-
-def _replicates(emb_i, emb_e, test) -> dict:
-    """Per-(guide, well) replicate profiles of each modality and their mean over shared rows (multimodal)."""
-    from .profiles import replicate_profiles
-
-    kw = dict(context_key="guide", control_value="NTC", batch_key="well", control_context_key="gene")
-    reps = {
-        "image": replicate_profiles(emb_i, test.image_obs, **kw),
-        "expression": replicate_profiles(emb_e, test.expression_obs, **kw),
-    }
-    common = reps["image"].index.intersection(reps["expression"].index)
-    reps["multimodal"] = (reps["image"].loc[common] + reps["expression"].loc[common]) / 2
-    return reps
-
-
-def _strip(res: dict) -> dict:
-    return {m: {k: v for k, v in x.items() if k != "roc"} for m, x in res.items()}
-
-
-def _fmt(res: dict) -> str:
-    return "; ".join(f"{m} TPR {v['tpr']:.3f}, GC {v['gc']:.3f}" for m, v in res.items())
 
 
 def _claims(cfg, ctx, arms, late, peers, bodipy_figure, roc_figure) -> Results:
