@@ -258,6 +258,24 @@ def _smoke_report(
     return m
 
 
+def naive_ece(probs: Any, labels: Any, n_bins: int = 10) -> float:
+    """A reference expected calibration error for tests, written as the definition reads: a loop over ``n_bins``
+    equal-width bins of the top-1 confidence ((lo, hi], the first bin [0, hi]), Σ_b (n_b/N)·|acc_b − conf_b|.
+    Independent of `iclr26_core.evaluation.ece` (which bins with ``ceil`` and ``bincount``); ``probs`` [N, C]
+    and ``labels`` [N] as numpy arrays."""
+    import numpy as np
+
+    probs, labels = np.asarray(probs, dtype=float), np.asarray(labels)
+    conf, pred = probs.max(1), probs.argmax(1)
+    total = 0.0
+    for b in range(n_bins):
+        lo, hi = b / n_bins, (b + 1) / n_bins
+        m = (conf > lo) & (conf <= hi) if b else (conf >= lo) & (conf <= hi)
+        if m.any():
+            total += m.mean() * abs((pred[m] == labels[m]).mean() - conf[m].mean())
+    return float(total)
+
+
 @contextlib.contextmanager
 def torch_threads(n: int = 1):
     """Run the block with ``n`` torch intra-op threads (tiny tensors on a shared 2-core machine: one thread
