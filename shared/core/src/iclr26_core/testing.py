@@ -32,6 +32,7 @@ _ODD_LM = dict(_ODD_SIZES, num_hidden_layers=2, num_attention_heads=3, num_key_v
 ODD = {
     "llama": _ODD_LM,
     "gpt2": dict(vocab_size=99, n_embd=36, n_layer=2, n_head=3, n_positions=64),
+    "gpt_neox": dict(_ODD_SIZES, num_hidden_layers=2, num_attention_heads=3),
     "mixtral": dict(_ODD_LM, num_local_experts=3, num_experts_per_tok=2),
     "olmoe": dict(_ODD_LM, num_key_value_heads=3, num_experts=5, num_experts_per_tok=2),
 }
