@@ -419,6 +419,10 @@ def test_cpu_scale_runs_the_headline_only_and_the_readme_command_adds_the_arms()
     # ... at the configuration of the stored table (0.2's 64x64 clips, 3 seeds, 16 sequences)
     c = head[0]
     assert (c.data.size, c.seeds, c.data.sequences, c.train.eval_every) == (64, 3, 16, 50)
+    # the README's 8-seed decision run: the cpu scale with more seeds
+    assert "iclr26-delivr reproduce seeds=8" in readme.splitlines()
+    c8 = compose("iclr26_delivr.conf", "reproduce", ["seeds=8"])
+    assert (c8.seeds, c8.data.size, c8.steps, c8.workers) == (8, cfg.data.size, cfg.steps, cfg.workers)
     # the README's pilot with the regularisers off (arm `free`)
     line = next(x for x in readme.splitlines() if x.startswith("iclr26-delivr reproduce seeds=1 workers=1 "))
     arms = arm_configs(compose("iclr26_delivr.conf", "reproduce", shlex.split(line)[2:]))
