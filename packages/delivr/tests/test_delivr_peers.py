@@ -229,7 +229,7 @@ def test_bench_smoke_gives_one_row_per_peer(tmp_path: Path):
     from iclr26_delivr.peers import PEERS, bench
 
     cfg = compose("iclr26_delivr.conf", "reproduce", ["scale=smoke", "data.train_clips=4"])
-    held = rainy_clips(4, size=64, frames=5, split="heldout", seed=10_000)
+    held = rainy_clips(4, size=int(cfg.data.size), frames=5, split="heldout", seed=10_000)
     ctx = _ctx(tmp_path)
     rows = bench(cfg, ctx, held, seed=0)
     assert [r["peer"] for r in rows] == list(PEERS)
