@@ -155,6 +155,7 @@ def test_alibi_bias_matches_a_hand_computation():
     assert float(bias[:, :4, :4].abs().max()) == 0.0  # the same frame: no bias
 
 
+@pytest.mark.slow  # importing timm costs ~10 s of CPU (torchvision's model zoo); CI runs it (make test-slow)
 def test_relative_position_table_shares_entries_for_equal_offsets():
     pytest.importorskip("timm")
     from iclr26_delivr.peers import RelativePositionTable
@@ -222,12 +223,13 @@ def _ctx(tmp_path: Path):
     return ctx
 
 
+@pytest.mark.slow  # trains three tiny nets and imports every peer (timm: ~10 s of CPU); CI runs it
 def test_bench_smoke_gives_one_row_per_peer(tmp_path: Path):
     from iclr26_core.cli import compose
     from iclr26_delivr.peers import PEERS, bench
 
     cfg = compose("iclr26_delivr.conf", "reproduce", ["scale=smoke", "data.train_clips=4"])
-    held = rainy_clips(4, size=64, frames=5, split="heldout", seed=10_000)
+    held = rainy_clips(4, size=int(cfg.data.size), frames=5, split="heldout", seed=10_000)
     ctx = _ctx(tmp_path)
     rows = bench(cfg, ctx, held, seed=0)
     assert [r["peer"] for r in rows] == list(PEERS)

@@ -1,8 +1,12 @@
 """The verdicts of C2–C5 from the per-seed numbers of `reproduce` (C1 is in reproduce.py).
 
-C3 and C4 compare two nets trained from the same initial weights on the same batches; their verdicts must be
-beyond the run-to-run noise, so each is decided by a 95 % Student-t interval over the seeds' paired differences:
-it holds when the whole interval is above 0 (the spec's plain "mean > 0" is reported in the note).
+Every verdict of C2–C5 must be beyond the run-to-run noise, so each is decided by a 95 % Student-t interval over
+the seeds (C3/C4: of the paired differences full − ablation of nets trained from the same initial weights on the
+same batches) with three outcomes (`decide`): it holds when the whole interval is above the rule's bound; it does
+not hold, decided, when the whole interval is below the bound plus a minimal effect fixed in the config
+(``decide.*``: an effect that small would not count as the paper's claim even if it were real); otherwise it is
+undecided (the interval straddles), reported as "no" with the word "undecided". The spec's plain mean rules are
+reported in the notes.
 """
 
 from __future__ import annotations
@@ -28,6 +32,17 @@ def seed_interval(values: list[float], level: float = 0.95) -> tuple[float, floa
     return m, m - half, m + half
 
 
+def decide(lo: float, hi: float, bound: float, margin: float = 0.0) -> str:
+    """The verdict of an interval [lo, hi] for "the effect exceeds ``bound``": "holds" when all of it is above
+    ``bound``; "no" (decided) when all of it is below ``bound + margin`` (any true effect is smaller than the
+    minimal effect ``margin``); "undecided" otherwise."""
+    if lo > bound:
+        return "holds"
+    if hi < bound + margin:
+        return "no"
+    return "undecided"
+
+
 def _fmt(values: list[float], spec: str) -> str:
     return "[" + ", ".join(format(v, spec) for v in values) + "]"
 
@@ -48,14 +63,19 @@ def delta_trend(full: list[dict], abl: list[dict]) -> str:
     return "{" + ", ".join(parts) + "}" if parts else "—"
 
 
-def claims(per_seed: list[dict], baselines: dict) -> list[Claim]:
-    """Claims C2–C5 from ``per_seed`` (each {"seed", "delivr": {...}, "ablation": {...}}) and the baselines."""
+def claims(
+    per_seed: list[dict], baselines: dict, c3_min_db: float = 0.1, c4_min_fraction: float = 0.01
+) -> list[Claim]:
+    """Claims C2–C5 from ``per_seed`` (each {"seed", "delivr": {...}, "ablation": {...}}) and the baselines.
+    ``c3_min_db`` / ``c4_min_fraction``: the minimal effects below which C3 / C4 are decided "no" (ΔPSNR in dB;
+    flicker reduction as a fraction of the ablation's flicker E)."""
     full = [s["delivr"] for s in per_seed]
     abl = [s["ablation"] for s in per_seed]
     n = len(per_seed)
     rainy = baselines["rainy"]["psnr"]
     gains = [f["psnr"] - rainy for f in full]
-    gain = mean(gains)
+    gain, g_lo, g_hi = seed_interval(gains)
+    v2 = decide(g_lo, g_hi, 1.0)
     deltas = [f["psnr"] - a["psnr"] for f, a in zip(full, abl, strict=True)]
     d_mean, d_lo, d_hi = seed_interval(deltas)
     paired = np.concatenate(
@@ -65,8 +85,11 @@ def claims(per_seed: list[dict], baselines: dict) -> list[Claim]:
     e_full, e_abl = [f["flicker"] for f in full], [a["flicker"] for a in abl]
     e_diff = [a - f for f, a in zip(e_full, e_abl, strict=True)]
     e_mean, e_lo, e_hi = seed_interval(e_diff)
+    e_min = c4_min_fraction * mean(e_abl)
+    v3, v4 = decide(d_lo, d_hi, 0.0, c3_min_db), decide(e_lo, e_hi, 0.0, e_min)
     rhos = [f["spearman"] for f in full]
-    rho = mean(rhos)
+    rho, r_lo, r_hi = seed_interval(rhos)
+    v5 = decide(r_lo, r_hi, 0.2)
     med = baselines["temporal_median"]["psnr"]
     pred_lo = min(f["relative_pred_range_deg"][0] for f in full)
     pred_hi = max(f["relative_pred_range_deg"][1] for f in full)
@@ -82,10 +105,18 @@ def claims(per_seed: list[dict], baselines: dict) -> list[Claim]:
             "C2",
             "DeLiVR removes rain (fewer rain remnants, sharper details)",
             "qualitative (table values not public)",
-            {"psnr_delivr": mean(f["psnr"] for f in full), "psnr_rainy": rainy, "gain_db": gain},
-            gain >= 1.0,
-            "mean over seeds of PSNR(DeLiVR) − PSNR(rainy) ≥ 1.0 dB (centre frame, RGB uint8)",
-            f"gain per seed {_fmt(gains, '.2f')} dB; SSIM {mean(f['ssim_rgb'] for f in full):.3f} vs rainy "
+            {
+                "psnr_delivr": mean(f["psnr"] for f in full),
+                "psnr_rainy": rainy,
+                "gain_db": gain,
+                "ci95_seeds": [g_lo, g_hi],
+                "verdict": v2,
+            },
+            v2 == "holds",
+            f"95% t-interval over the {n} seeds of PSNR(DeLiVR) − PSNR(rainy) (centre frame, RGB uint8) above "
+            "1.0 dB: holds; below: no; else undecided",
+            f"gain per seed {_fmt(gains, '.2f')} dB, 95% t-interval [{g_lo:.2f}, {g_hi:.2f}]; spec rule mean ≥ "
+            f"1.0 dB: {'yes' if gain >= 1.0 else 'no'}; SSIM {mean(f['ssim_rgb'] for f in full):.3f} vs rainy "
             f"{baselines['rainy']['ssim_rgb']:.3f}; Y-channel PSNR {mean(f['psnr_y'] for f in full):.2f} dB; "
             f"temporal median {med:.2f} dB",
         ),
@@ -93,9 +124,15 @@ def claims(per_seed: list[dict], baselines: dict) -> list[Claim]:
             "C3",
             "the Lie biases improve restoration (ablation: spatial, temporal bias and decay off)",
             "qualitative (ablation values not public)",
-            {"delta_db_per_seed": deltas, "mean_delta_db": d_mean, "ci95_seeds": [d_lo, d_hi]},
-            d_lo > 0,
-            f"95% t-interval over the {n} seeds of paired ΔPSNR = full − ablation lies above 0 dB",
+            {
+                "delta_db_per_seed": deltas,
+                "mean_delta_db": d_mean,
+                "ci95_seeds": [d_lo, d_hi],
+                "verdict": v3,
+            },
+            v3 == "holds",
+            f"95% t-interval over the {n} seeds of paired ΔPSNR = full − ablation above 0 dB: holds; below the "
+            f"minimal effect {c3_min_db:g} dB: no; else undecided",
             f"95% t-interval [{d_lo:.3f}, {d_hi:.3f}] dB; spec rule mean Δ > 0: {'yes' if d_mean > 0 else 'no'}; "
             f"clip bootstrap over {len(paired)} paired clips [{b_lo:.3f}, {b_hi:.3f}] dB (ignores seed noise); "
             f"ablation PSNR {mean(a['psnr'] for a in abl):.2f} dB; Δ on the validation clips by step (mean over "
@@ -111,11 +148,14 @@ def claims(per_seed: list[dict], baselines: dict) -> list[Claim]:
                 "flicker_ablation": mean(e_abl),
                 "reduction_per_seed": e_diff,
                 "ci95_seeds": [e_lo, e_hi],
+                "verdict": v4,
             },
-            e_lo > 0,
-            f"95% t-interval over the {n} seeds of E(ablation) − E(full) lies above 0; "
+            v4 == "holds",
+            f"95% t-interval over the {n} seeds of E(ablation) − E(full) above 0: holds; below the minimal effect "
+            f"{c4_min_fraction:.0%} of E(ablation): no; else undecided; "
             "E = mean_t mean|(ŷ_{t+1} − ŷ_t) − (y_{t+1} − y_t)|",
-            f"reduction per seed {_fmt(e_diff, '.2e')}, 95% t-interval [{e_lo:.2e}, {e_hi:.2e}]; spec rule "
+            f"reduction per seed {_fmt(e_diff, '.2e')}, 95% t-interval [{e_lo:.2e}, {e_hi:.2e}], minimal effect "
+            f"{e_min:.2e}; spec rule "
             f"E(full) < E(ablation): {'yes' if e_mean > 0 else 'no'}; `derain` over held-out 9-frame "
             f"sequences; rainy input E = {baselines['rainy_flicker']:.4f}",
         ),
@@ -123,10 +163,11 @@ def claims(per_seed: list[dict], baselines: dict) -> list[Claim]:
             "C5",
             "the angle head tracks in-plane camera rotation (exploratory)",
             "qualitative",
-            {"spearman_per_seed": rhos, "mean_spearman": rho},
-            rho > 0.2,
-            "mean over seeds of Spearman ρ(θ_t − θ_c, φ_t − φ_c) > 0.2, pooled over clips and t ≠ c (φ: CCW as displayed)",
-            f"predicted θ_t − θ_c in [{pred_lo:.3g}°, {pred_hi:.3g}°], true φ_t − φ_c in [{true_lo:.1f}°, "
+            {"spearman_per_seed": rhos, "mean_spearman": rho, "ci95_seeds": [r_lo, r_hi], "verdict": v5},
+            v5 == "holds",
+            f"95% t-interval over the {n} seeds of Spearman ρ(θ_t − θ_c, φ_t − φ_c), pooled over clips and t ≠ c "
+            "(φ: CCW as displayed), above 0.2: holds; below: no; else undecided",
+            f"95% t-interval [{r_lo:.3f}, {r_hi:.3f}]; spec rule mean ρ > 0.2: {'yes' if rho > 0.2 else 'no'}; predicted θ_t − θ_c in [{pred_lo:.3g}°, {pred_hi:.3g}°], true φ_t − φ_c in [{true_lo:.1f}°, "
             f"{true_hi:.1f}°]; mean |∂L/∂θ| image terms {g_img:.1e} vs regularisers {g_reg:.1e}; attention "
             f"LayerScale |γ| {min(gammas):.2g}–{max(gammas):.2g}",
         ),

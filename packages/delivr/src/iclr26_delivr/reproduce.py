@@ -257,7 +257,13 @@ def run(cfg, ctx) -> Results:
         figures.angles(ctx.run_dir / "angles.png", per_seed),
         figures.examples(ctx.run_dir / "examples.png", held, examples[0], c),
     ]
-    claims = claims_c2_c5(per_seed, baselines)
+    decide_cfg = cfg.get("decide") or {}
+    claims = claims_c2_c5(
+        per_seed,
+        baselines,
+        c3_min_db=float(decide_cfg.get("c3_min_db", 0.1)),
+        c4_min_fraction=float(decide_cfg.get("c4_min_fraction", 0.01)),
+    )
     arms = _extra_arms(cfg, ctx, per_seed, baselines["rainy"]["psnr"])
     metrics = {
         "c1": c1_raw,
