@@ -145,7 +145,7 @@ def test_aux_k_loss_against_a_per_sample_loop():
     for i in range(len(x)):
         top = cols[np.argsort(-pre[i, cols])[:3]]
         ref += float(((W[:, top] * pre[i, top]).sum(1) - r[i]) ** 2 @ np.ones(6)) / len(x)
-    assert float(loss) == pytest.approx(ref, rel=1e-5)
+    assert float(loss.detach()) == pytest.approx(ref, rel=1e-5)
     assert float(aux_k_loss(sae, x, x_hat, torch.zeros(20, dtype=torch.bool), 3)) == 0.0
 
 
