@@ -115,21 +115,13 @@ def make_loss(sd: SensorData):
     return loss_fn
 
 
-def train_field(
-    model: OmniField,
-    sd: SensorData,
-    t: dict,
-    subset: str,
-    noise: dict,
-    seed: int,
-    desc: str = "train",
-    position: int | None = None,
-    progress: bool = True,
+def train_lm_config(
+    t: dict, seed: int, desc: str = "train", position: int | None = None, progress: bool = True
 ):
-    """Train with `iclr26_core.train.train_lm`: AdamW (0.9, 0.999), wd 1e-4, warm-up + cosine, clip 1.0."""
-    from iclr26_core.train import TrainConfig, train_lm
+    """The core's `TrainConfig` from ``train.*``: AdamW (0.9, 0.999), wd 1e-4, warm-up + cosine, clip 1.0."""
+    from iclr26_core.train import TrainConfig
 
-    cfg = TrainConfig(
+    return TrainConfig(
         steps=int(t["steps"]),
         batch_size=int(t["batch"]),
         lr=float(t["lr"]),
@@ -144,10 +136,35 @@ def train_field(
         position=position,
         progress=progress,
     )
+
+
+def train_field(
+    model: OmniField,
+    sd: SensorData,
+    t: dict,
+    subset: str,
+    noise: dict,
+    seed: int,
+    desc: str = "train",
+    position: int | None = None,
+    progress: bool = True,
+    fixed_batch: bool = False,
+):
+    """Train with `iclr26_core.train.train_lm` on fleximodal batches (`make_batches`); ``fixed_batch``: the
+    batch of step 0 at every step (the single-batch overfit test of `pilot`)."""
+    from iclr26_core.train import train_lm
+
+    cfg = train_lm_config(t, seed, desc, position, progress)
     batches = make_batches(
         sd, cfg.batch_size, int(t["targets"]), subset, float(t.get("subset_p", 0.7)), noise, seed
     )
-    return train_lm(model, None, cfg=cfg, batches=batches, loss_fn=make_loss(sd))
+    if fixed_batch:
+        first = batches(0)
+        batches = lambda step: first  # noqa: E731
+    # the core's AdamW, with the multi-tensor (foreach) update: same arithmetic, fewer small CPU ops
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, foreach=True)
+    return train_lm(model, None, cfg=cfg, batches=batches, loss_fn=make_loss(sd), optimizer=opt)
 
 
 @torch.no_grad()

@@ -105,7 +105,7 @@ def fit_table(
             "self_heads": 2,
             "dim_head": 16,
             "decoder_ff": False,
-            "gff_space": (32, 5.0),
+            "gff_space": (32, 1.5),
             "gff_time": (8, 1.0),
             **(model or {}),
         },
