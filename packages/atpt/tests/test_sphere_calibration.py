@@ -8,6 +8,7 @@ import torch
 
 from iclr26_atpt.calibration import ece20, fit_temperature
 from iclr26_atpt.sphere import sphere_experiment
+from iclr26_core.testing import naive_ece
 
 
 def test_sphere_deterministic_per_seed_and_spreads():
@@ -21,24 +22,13 @@ def test_sphere_deterministic_per_seed_and_spreads():
         sphere_experiment(10, 32, "none")
 
 
-def naive_ece(probs, labels, n_bins=20):
-    conf, pred = probs.max(1), probs.argmax(1)
-    total = 0.0
-    for b in range(n_bins):
-        lo, hi = b / n_bins, (b + 1) / n_bins
-        m = (conf > lo) & (conf <= hi) if b else (conf >= lo) & (conf <= hi)
-        if m.any():
-            total += m.mean() * abs((pred[m] == labels[m]).mean() - conf[m].mean())
-    return 100 * total
-
-
 def test_ece20_against_naive_and_torchmetrics():
     rng = np.random.default_rng(0)
     logits = rng.normal(scale=2.0, size=(500, 10))
     probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
     labels = rng.integers(0, 10, 500)
     ours = ece20(probs, labels)
-    assert ours == pytest.approx(naive_ece(probs, labels), abs=1e-9)
+    assert ours == pytest.approx(100 * naive_ece(probs, labels, n_bins=20), abs=1e-9)
     from torchmetrics.functional.classification import multiclass_calibration_error
 
     tm = multiclass_calibration_error(
@@ -54,7 +44,7 @@ def test_ece_over_whole_set_not_per_batch():
     labels = rng.integers(0, 10, 200)
     whole = ece20(probs, labels)
     per_sample = np.mean([ece20(probs[i : i + 1], labels[i : i + 1]) for i in range(200)])
-    assert whole == pytest.approx(naive_ece(probs, labels))
+    assert whole == pytest.approx(100 * naive_ece(probs, labels, n_bins=20))
     assert abs(whole - per_sample) > 1.0
 
 

@@ -8,6 +8,7 @@ import torch
 
 from iclr26_bolt import decision_metrics
 from iclr26_bolt.metrics import aurc, invalid_option_rate, ocw
+from iclr26_core.testing import naive_ece
 
 
 @pytest.fixture(scope="module")
@@ -18,21 +19,10 @@ def sample():
     return p, y
 
 
-def naive_ece(p, y, n_bins=15):
-    conf, pred = p.max(1), p.argmax(1)
-    total = 0.0
-    for b in range(n_bins):
-        lo, hi = b / n_bins, (b + 1) / n_bins
-        m = (conf > lo) & (conf <= hi) if b else (conf >= lo) & (conf <= hi)
-        if m.any():
-            total += m.mean() * abs((pred[m] == y[m]).mean() - conf[m].mean())
-    return total
-
-
 def test_ece_against_torchmetrics_or_naive(sample):
     p, y = sample
     got = decision_metrics(p, y)["ece"]
-    assert got == pytest.approx(naive_ece(p, y), abs=1e-9)
+    assert got == pytest.approx(naive_ece(p, y, n_bins=15), abs=1e-9)
     tm = pytest.importorskip("torchmetrics.functional.classification")
     ref = tm.multiclass_calibration_error(
         torch.tensor(p), torch.tensor(y), num_classes=4, n_bins=15, norm="l1"

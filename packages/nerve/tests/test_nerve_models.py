@@ -126,18 +126,7 @@ def test_batches_stream_like_one_batch_and_sampling_keeps_rows_aligned():
 
 
 def test_registry_gpt_neox_and_errors():
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
-    cfg = GPTNeoXConfig(
-        vocab_size=99,
-        hidden_size=36,
-        num_hidden_layers=2,
-        num_attention_heads=3,
-        intermediate_size=52,
-        max_position_embeddings=64,
-    )
-    neox = GPTNeoXForCausalLM(cfg).eval()
-    report = analyze(neox, IDS)
+    report = analyze(odd_model("gpt_neox"), IDS)  # vocab 99, hidden 36, 3 heads, d_ffn 52
     assert len(report.layers) == 2 and report.layers[0].d_ffn == 52
     with pytest.raises(NerVEError, match="mixture-of-experts"):
         analyze(odd_model("mixtral"), IDS)

@@ -63,6 +63,20 @@ def test_ece_hand_example():
     assert reliability_diagram(conf, correct).axes[0].get_title().startswith("ECE=")
 
 
+def test_ece_equals_the_naive_loop_on_random_probabilities_and_the_naive_loop_the_hand_example():
+    from iclr26_core.testing import naive_ece
+
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(4) * 0.7, size=500)
+    labels = rng.integers(0, 4, 500)
+    for n_bins in (10, 15, 20):
+        assert ece(probs, labels, n_bins=n_bins) == pytest.approx(naive_ece(probs, labels, n_bins), abs=1e-12)
+    probs = np.array([[0.95, 0.05], [0.05, 0.95], [0.65, 0.35], [0.35, 0.65], [0.25, 0.75]])
+    assert naive_ece(probs, np.array([0, 0, 0, 1, 0])) == pytest.approx(
+        2 / 5 * 0.45 + 2 / 5 * 0.35 + 1 / 5 * 0.75
+    )
+
+
 def test_accuracy():
     assert accuracy([1, 2, 3], [1, 0, 3]) == pytest.approx(2 / 3)
     assert accuracy([[0.1, 0.9], [0.8, 0.2]], [1, 1]) == 0.5

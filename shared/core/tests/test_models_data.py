@@ -11,7 +11,7 @@ from iclr26_core.tokenizers import SPECIAL_TOKENS, char_tokenizer, train_bpe
 from iclr26_core.tokenizers import load_tokenizer as load_tokenizer_dir
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama", "mixtral", "olmoe"])
+@pytest.mark.parametrize("name", ["gpt2", "gpt_neox", "llama", "mixtral", "olmoe"])
 def test_causal_lms_forward(name):
     model = tiny_model(name)
     ids = torch.randint(0, 512, (2, 11))
@@ -35,7 +35,7 @@ def test_tiny_model_is_seeded_and_sized():
     pa, pb, pc = (next(m.parameters()) for m in (a, b, c))
     assert torch.equal(pa, pb) and not torch.equal(pa, pc)
     assert tiny_config("llama", "small").hidden_size == 128
-    assert set(MODEL_NAMES) == {"gpt2", "llama", "mixtral", "olmoe", "vit", "clip"}
+    assert set(MODEL_NAMES) == {"gpt2", "gpt_neox", "llama", "mixtral", "olmoe", "vit", "clip"}
     with pytest.raises(UserError, match="unknown tiny model"):
         tiny_model("bert")
 

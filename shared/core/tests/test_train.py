@@ -61,6 +61,30 @@ def test_schedule_and_batches():
     assert batch_indices(10, 4, 7, seed=0) == batch_indices(10, 4, 7, seed=0)
 
 
+def test_from_section_takes_the_shared_fields_of_a_dataclass_a_mapping_or_a_hydra_section():
+    from dataclasses import dataclass
+
+    from omegaconf import OmegaConf
+
+    @dataclass
+    class Arm:  # a package's own settings: some TrainConfig fields, some not
+        steps: int = 7
+        lr: float = 2e-4
+        grad_clip: float | None = None
+        lambda_kl: float = 0.5
+        desc: str = ""
+
+    # written out field by field, as the call sites did before
+    expected = TrainConfig(steps=7, lr=2e-4, grad_clip=None, desc="odd", betas=(0.9, 0.999))
+    assert TrainConfig.from_section(Arm(), desc="odd", betas=(0.9, 0.999)) == expected
+    section = {"steps": 7, "lr": 2e-4, "grad_clip": None, "desc": "x", "betas": [0.9, 0.999], "name": "s"}
+    assert TrainConfig.from_section(section, desc="odd") == expected
+    assert TrainConfig.from_section(OmegaConf.create(section), desc="odd") == expected
+    assert TrainConfig.from_section(object()) == TrainConfig()  # nothing shared: the defaults
+    with pytest.raises(TypeError):
+        TrainConfig.from_section(Arm(), not_a_field=1)
+
+
 def test_custom_batches_schedule_eval_and_ema_against_a_hand_computation():
     """A linear model on (x, y) tuples: the EMA weights equal the average computed by hand from the
     weights after each step; eval_fn sees those EMA weights; the schedule sets the learning rate."""

@@ -18,6 +18,23 @@ METHODS = ("zero-shot", "TPT", "A-TPT", "C-TPT", "O-TPT")
 _REG = {"TPT": "none", "A-TPT": "atpt", "C-TPT": "ctpt", "O-TPT": "otpt"}
 
 
+def digit_tuner(model, processor, tok, cfg, seed: int, **kw) -> TestTimePromptTuner:
+    """A tuner over the ten digit classes with the run's views (``cfg.tta``: views, selection, augment), so the
+    transformers toy and its open_clip port draw the same views for a seed."""
+    tta = cfg.tta
+    return TestTimePromptTuner(
+        model,
+        processor,
+        list(DIGIT_NAMES),
+        tokenizer=tok,
+        n_views=int(tta.views),
+        selection=float(tta.selection),
+        augment=str(tta.augment),
+        seed=seed,
+        **kw,
+    )
+
+
 def view_bank(
     tuner: TestTimePromptTuner, images: torch.Tensor, offset: int, progress, desc: str
 ) -> torch.Tensor:
@@ -82,18 +99,7 @@ def run_seed(cfg, seed: int, ctx) -> dict[str, Any]:
         logit_scale=cfg.train.get("logit_scale"),
     )
     tta = cfg.tta
-    tuner = TestTimePromptTuner(
-        model,
-        toy_processor(),
-        list(DIGIT_NAMES),
-        tokenizer=tok,
-        n_views=int(tta.views),
-        selection=float(tta.selection),
-        augment=str(tta.augment),
-        seed=seed,
-        lr=float(tta.lr),
-        lam=float(cfg.reg.atpt),
-    )
+    tuner = digit_tuner(model, toy_processor(), tok, cfg, seed, lr=float(tta.lr), lam=float(cfg.reg.atpt))
     prog = ctx.progress
     xt, yt = splits.test
     xv, yv = splits.val
@@ -161,16 +167,7 @@ def open_clip_row(cfg, seed: int, tuner, tok, xt, yt, head: dict, progress) -> d
     except ImportError:
         return {"status": "not installed"}
     tta = cfg.tta
-    oc_tuner = TestTimePromptTuner(
-        oc,
-        None,
-        list(DIGIT_NAMES),
-        tokenizer=tok,
-        n_views=int(tta.views),
-        selection=float(tta.selection),
-        augment=str(tta.augment),
-        seed=seed,
-    )
+    oc_tuner = digit_tuner(oc, None, tok, cfg, seed)
     bank = view_bank(oc_tuner, xt, 0, progress, f"open_clip views test (seed {seed})")
     methods = {"zero-shot": ("none", 0.0), "TPT": ("none", 0.0), "A-TPT": ("atpt", float(cfg.reg.atpt))}
     res = run_methods(

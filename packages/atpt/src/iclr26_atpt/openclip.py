@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .prompt import ContextLearner
 from .validate import AtptError, check_class_names
 
 
@@ -40,13 +41,6 @@ def is_open_clip(model) -> bool:
     return all(hasattr(model, a) for a in ("encode_text", "encode_image", "token_embedding", "attn_mask"))
 
 
-def _find(seq: list[int], sub: list[int]) -> int:
-    for i in range(len(seq) - len(sub) + 1):
-        if seq[i : i + len(sub)] == sub:
-            return i
-    return -1
-
-
 def tokenize(tokenizer, texts: list[str], context_length: int) -> torch.Tensor:
     """ids [N, context_length] from an open_clip tokenizer, or from a transformers tokenizer padded to the model's
     context length."""
@@ -63,7 +57,7 @@ def context_ids(tokenizer, ctx_init: str) -> list[int]:
     return list(tokenizer(ctx_init, add_special_tokens=False)["input_ids"])
 
 
-class OpenClipPromptLearner(nn.Module):
+class OpenClipPromptLearner(ContextLearner):
     """`PromptLearner` for an open_clip CLIP: ``ctx`` [n_ctx, width] is the only trainable tensor."""
 
     def __init__(
@@ -82,10 +76,7 @@ class OpenClipPromptLearner(nn.Module):
         if len(ctx) != n_ctx:
             raise AtptError(f"ctx_init {ctx_init!r} is {len(ctx)} tokens, but n_ctx={n_ctx}")
         ids = tokenize(tokenizer, [f"{ctx_init} {c}" for c in class_names], int(model.context_length))
-        starts = {_find(row, ctx) for row in ids.tolist()}
-        if len(starts) != 1 or -1 in starts:
-            raise AtptError(f"cannot locate the context {ctx_init!r} at one position in every class prompt")
-        self.start, self.n_ctx = starts.pop(), n_ctx
+        self._locate_context(ids, ctx, ctx_init)
         if model.text_pool_type == "argmax":
             pos = ids.argmax(-1)
         elif model.text_pool_type == "eos":
@@ -94,26 +85,13 @@ class OpenClipPromptLearner(nn.Module):
             raise AtptError(
                 f"open_clip text pool type {model.text_pool_type!r} is not supported (argmax, eos)"
             )
-        self.register_buffer("input_ids", ids, persistent=False)
-        self.register_buffer("eos_positions", pos, persistent=False)
-        with torch.no_grad():
-            init = model.token_embedding(torch.tensor(ctx)).detach().clone()
-        self.register_buffer("ctx_init", init, persistent=False)
-        self.ctx = nn.Parameter(init.clone())
-        for p in model.parameters():
-            p.requires_grad_(False)
-        self.class_names = list(class_names)
-
-    def reset(self) -> None:
-        with torch.no_grad():
-            self.ctx.copy_(self.ctx_init)
+        self._learn_context(model, model.token_embedding, ctx, ids, pos, class_names)
 
     def text_features(self, normalize: bool = True) -> torch.Tensor:
         m = self.clip
         tok = m.token_embedding(self.input_ids)
         n = tok.shape[0]
-        ctx = self.ctx.to(tok.dtype).unsqueeze(0).expand(n, -1, -1)
-        x = torch.cat([tok[:, : self.start], ctx, tok[:, self.start + self.n_ctx :]], dim=1)
+        x = self.splice(tok)
         x = x + m.positional_embedding.to(x.dtype)
         x = m.ln_final(m.transformer(x, attn_mask=m.attn_mask))
         x = x[torch.arange(n, device=x.device), self.eos_positions]

@@ -31,7 +31,42 @@ def pool_positions(input_ids: torch.Tensor, eos_token_id: int) -> torch.Tensor:
     return (input_ids == eos_token_id).int().argmax(-1)
 
 
-class PromptLearner(nn.Module):
+class ContextLearner(nn.Module):
+    """What the prompt learners of both CLIP libraries share: M context vectors ``ctx`` (the only tensor that
+    requires gradients) spliced in at one position ``start`` of every tokenised class prompt ``input_ids``, a
+    frozen CLIP, and ``reset()`` to the initial context. A subclass tokenises, finds its pooling positions and
+    runs its library's text tower on `splice` of its token embeddings."""
+
+    def _locate_context(self, ids: torch.Tensor, ctx_ids: list[int], ctx_init: str) -> None:
+        starts = {_find(row, ctx_ids) for row in ids.tolist()}
+        if len(starts) != 1 or -1 in starts:
+            raise AtptError(f"cannot locate the context {ctx_init!r} at one position in every class prompt")
+        self.start, self.n_ctx = starts.pop(), len(ctx_ids)
+
+    def _learn_context(
+        self, clip, embedding: nn.Embedding, ctx_ids: list[int], ids, positions, class_names: list[str]
+    ) -> None:
+        self.register_buffer("input_ids", ids, persistent=False)
+        self.register_buffer("eos_positions", positions, persistent=False)
+        with torch.no_grad():
+            init = embedding(torch.tensor(ctx_ids, device=embedding.weight.device)).detach().clone()
+        self.register_buffer("ctx_init", init, persistent=False)
+        self.ctx = nn.Parameter(init.clone())
+        for p in clip.parameters():
+            p.requires_grad_(False)
+        self.class_names = list(class_names)
+
+    def reset(self) -> None:
+        with torch.no_grad():
+            self.ctx.copy_(self.ctx_init)
+
+    def splice(self, tok: torch.Tensor) -> torch.Tensor:
+        """The token embeddings [N, L, D] of the class prompts with ``ctx`` at the context positions."""
+        ctx = self.ctx.to(tok.dtype).unsqueeze(0).expand(tok.shape[0], -1, -1)
+        return torch.cat([tok[:, : self.start], ctx, tok[:, self.start + self.n_ctx :]], dim=1)
+
+
+class PromptLearner(ContextLearner):
     """Learnable context [V₁..V_M] shared by all classes; only ``ctx`` requires gradients.
 
     ``text_features()`` → [N, P] L2-normalised projected class text features; ``reset()`` restores the initial
@@ -52,31 +87,14 @@ class PromptLearner(nn.Module):
         prompts = [f"{ctx_init} {name}" for name in class_names]
         enc = tokenizer(prompts, padding=True, return_tensors="pt")
         ids = enc["input_ids"]
-        starts = {_find(row, ctx_ids) for row in ids.tolist()}
-        if len(starts) != 1 or -1 in starts:
-            raise AtptError(f"cannot locate the context {ctx_init!r} at one position in every class prompt")
-        self.start = starts.pop()
-        self.n_ctx = n_ctx
+        self._locate_context(ids, ctx_ids, ctx_init)
         eos = pool_positions(ids, self.eos_token_id)
         if self.eos_token_id != 2 and not bool((ids == self.eos_token_id).any(-1).all()):
             raise AtptError(
                 f"the tokenizer does not append the text config's eos_token_id={self.eos_token_id}; "
                 "set text_config.eos_token_id to the tokenizer's EOS id"
             )
-        self.register_buffer("input_ids", ids, persistent=False)
-        self.register_buffer("eos_positions", eos, persistent=False)
-        emb = text_model.embeddings.token_embedding
-        with torch.no_grad():
-            init = emb(torch.tensor(ctx_ids, device=emb.weight.device)).detach().clone()
-        self.register_buffer("ctx_init", init, persistent=False)
-        self.ctx = nn.Parameter(init.clone())
-        for p in clip.parameters():
-            p.requires_grad_(False)
-        self.class_names = list(class_names)
-
-    def reset(self) -> None:
-        with torch.no_grad():
-            self.ctx.copy_(self.ctx_init)
+        self._learn_context(clip, text_model.embeddings.token_embedding, ctx_ids, ids, eos, class_names)
 
     def text_features(self, normalize: bool = True) -> torch.Tensor:
         from transformers.masking_utils import create_causal_mask
@@ -84,9 +102,7 @@ class PromptLearner(nn.Module):
         tm = self.clip.text_model
         tok = tm.embeddings.token_embedding(self.input_ids)
         n = tok.shape[0]
-        ctx = self.ctx.to(tok.dtype).unsqueeze(0).expand(n, -1, -1)
-        embeds = torch.cat([tok[:, : self.start], ctx, tok[:, self.start + self.n_ctx :]], dim=1)
-        h = tm.embeddings(inputs_embeds=embeds)
+        h = tm.embeddings(inputs_embeds=self.splice(tok))
         mask = create_causal_mask(config=tm.config, inputs_embeds=h, attention_mask=None, cache=None)
         h = tm.encoder(inputs_embeds=h, attention_mask=mask, is_causal=True).last_hidden_state
         h = tm.final_layer_norm(h)

@@ -110,19 +110,8 @@ def train_student(
     targets = (
         list(gold) if cfg.arm in ("sft", "odd") else [int(torch.argmax(p)) for p in teacher_probs]  # type: ignore[union-attr]
     )
-    tcfg = TrainConfig(
-        steps=cfg.steps,
-        batch_size=cfg.batch_size,
-        lr=cfg.lr,
-        weight_decay=cfg.weight_decay,
-        betas=(0.9, 0.999),
-        warmup_steps=cfg.warmup_steps,
-        grad_clip=cfg.grad_clip,
-        seed=cfg.seed,
-        device=device,
-        progress=cfg.progress,
-        desc=cfg.desc or cfg.arm,
-        position=position,
+    tcfg = TrainConfig.from_section(
+        cfg, betas=(0.9, 0.999), device=device, desc=cfg.desc or cfg.arm, position=position
     )
 
     def batches(step: int) -> torch.Tensor:

@@ -85,16 +85,8 @@ def train_tiny(recipe: str = "default", progress: bool = True):
         model,
         train,
         None,
-        TrainConfig(
-            steps=r.steps,
-            batch_size=r.batch_size,
-            lr=r.lr,
-            warmup_steps=r.warmup_steps,
-            seed=r.seed,
-            device="cpu",
-            progress=progress,
-            desc=f"train tiny char LM ({recipe})",
-        ),
+        # steps, batch_size, lr, warmup_steps and seed: the recipe's
+        TrainConfig.from_section(r, device="cpu", progress=progress, desc=f"train tiny char LM ({recipe})"),
     )
     return model.eval(), tok, res
 

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from .consistency import global_coverage
-from .experiment import class_consistency, class_localisation, load_split
+from .experiment import class_consistency, class_localisation, load_split, per_class_mean
 from .training import predict
 
 MISSING_HINT = "(pip install iclr26-cave[peers])"
@@ -150,12 +150,7 @@ def quantus_localisation(maps_of_class, data: dict, max_maps: int = 400, seed: i
 def class_global_coverage(maps_of_class, data: dict, percentile: float) -> float:
     """Global coverage (§6) of a method: per class, the union of its concepts' maps against the union of the parts,
     per image; the mean over all images where some concept is active."""
-    vals = []
-    for y in range(int(data["label"].max()) + 1):
-        sel = data["label"] == y
-        cov = global_coverage(maps_of_class(y, sel), data["part_mask"][sel], percentile)
-        vals += [v for v in cov.tolist() if not math.isnan(v)]
-    return float(np.mean(vals)) if vals else math.nan
+    return per_class_mean(global_coverage, maps_of_class, data, percentile)
 
 
 def run_bench(cfg, seed: int, res: dict[str, Any], ctx) -> dict[str, dict[str, float]]:

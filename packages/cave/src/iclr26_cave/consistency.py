@@ -150,12 +150,9 @@ def consistency_3d(
     return Consistency3D(_weighted(per, pairs), per.float(), floor, pairs, floor_pairs)
 
 
-def localisation(
-    attributions: torch.Tensor, part_masks: torch.Tensor, percentile: float = 90
-) -> torch.Tensor:
-    """Per concept, the mean over the images where its map is non-zero of max over parts of
-    loc(c, P) = (|P∩M| + |M|·w)/(|M| + |P|), M = {A > p_{percentile}(A)} ∩ {A > 0}, P the part mask dilated 3×3,
-    w = attribution mass inside P / total mass. Returns [T] (nan for a concept never active)."""
+def _top_maps(attributions: torch.Tensor, part_masks: torch.Tensor, percentile: float):
+    """``(flat, top, part_masks)``: the maps clamped >= 0 as float64 [N,T,HW], M_t = {A_t > p_{percentile}(A_t)} ∩
+    {A_t > 0} per map [N,T,HW] (bool), the part labels [N,H,W] (long); one line for mismatched shapes."""
     attributions = torch.as_tensor(attributions).double().clamp_min(0)
     part_masks = torch.as_tensor(part_masks).long()
     if attributions.dim() != 4 or tuple(part_masks.shape) != (attributions.shape[0], *attributions.shape[2:]):
@@ -163,10 +160,20 @@ def localisation(
             f"part_masks has shape {tuple(part_masks.shape)}, expected [N,H,W] of attributions "
             f"{tuple(attributions.shape)}"
         )
-    n_parts = int(part_masks.max()) + 1 if part_masks.numel() else 0
     flat = attributions.flatten(2)
     p = torch.quantile(flat, percentile / 100, dim=2, keepdim=True)
-    m = ((flat > p) & (flat > 0)).double()  # [N,T,HW]
+    return flat, (flat > p) & (flat > 0), part_masks
+
+
+def localisation(
+    attributions: torch.Tensor, part_masks: torch.Tensor, percentile: float = 90
+) -> torch.Tensor:
+    """Per concept, the mean over the images where its map is non-zero of max over parts of
+    loc(c, P) = (|P∩M| + |M|·w)/(|M| + |P|), M = {A > p_{percentile}(A)} ∩ {A > 0}, P the part mask dilated 3×3,
+    w = attribution mass inside P / total mass. Returns [T] (nan for a concept never active)."""
+    flat, top, part_masks = _top_maps(attributions, part_masks, percentile)
+    n_parts = int(part_masks.max()) + 1 if part_masks.numel() else 0
+    m = top.double()  # [N,T,HW]
     parts = F.one_hot(part_masks.clamp_min(0), max(n_parts, 1)).permute(0, 3, 1, 2).double()
     parts = parts * (part_masks >= 0)[:, None]
     present = parts.flatten(2).sum(2) > 0  # [N,J]
@@ -196,16 +203,8 @@ def global_coverage(
     - Returns [N]: one value per image, nan where M is empty (no concept active) or the image has no part pixel;
       a class's global coverage is the nan-mean over its images (as `localisation` averages over active images).
     """
-    attributions = torch.as_tensor(attributions).double().clamp_min(0)
-    part_masks = torch.as_tensor(part_masks).long()
-    if attributions.dim() != 4 or tuple(part_masks.shape) != (attributions.shape[0], *attributions.shape[2:]):
-        raise UserError(
-            f"part_masks has shape {tuple(part_masks.shape)}, expected [N,H,W] of attributions "
-            f"{tuple(attributions.shape)}"
-        )
-    flat = attributions.flatten(2)  # [N,T,HW]
-    p = torch.quantile(flat, percentile / 100, dim=2, keepdim=True)
-    m = ((flat > p) & (flat > 0)).any(1).double()  # [N,HW]
+    flat, top, part_masks = _top_maps(attributions, part_masks, percentile)  # flat [N,T,HW]
+    m = top.any(1).double()  # [N,HW]
     total = flat.sum(1)  # [N,HW]
     dil = F.max_pool2d((part_masks >= 0).double()[:, None], 3, stride=1, padding=1).flatten(1)  # [N,HW]
     size_m, size_p = m.sum(1), dil.sum(1)

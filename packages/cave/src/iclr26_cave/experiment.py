@@ -58,13 +58,20 @@ def class_consistency(maps_of_class, data, cfg) -> dict[str, float]:
     return {"score": num / max(den, 1), "floor": fnum / max(fden, 1), "pairs": den}
 
 
-def class_localisation(maps_of_class, data, percentile: float) -> float:
+def per_class_mean(metric, maps_of_class, data, percentile: float) -> float:
+    """The mean of ``metric(maps, part_masks, percentile)`` (a tensor, nan where undefined) over every class's
+    images, the nan entries left out (nan when all are)."""
     vals = []
     for y in range(int(data["label"].max()) + 1):
         sel = data["label"] == y
-        loc = localisation(maps_of_class(y, sel), data["part_mask"][sel], percentile)
-        vals += [v for v in loc.tolist() if not math.isnan(v)]
+        got = metric(maps_of_class(y, sel), data["part_mask"][sel], percentile)
+        vals += [v for v in got.tolist() if not math.isnan(v)]
     return float(np.mean(vals)) if vals else math.nan
+
+
+def class_localisation(maps_of_class, data, percentile: float) -> float:
+    """`localisation` per concept of each class, averaged over the classes' active concepts."""
+    return per_class_mean(localisation, maps_of_class, data, percentile)
 
 
 def run_seed(cfg, seed: int, ctx) -> dict[str, Any]:

@@ -64,26 +64,13 @@ def tiny_clip(seed: int = 0):
     )
     image_processor = CLIPImageProcessor(size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16})
     processor = CLIPProcessor(image_processor=image_processor, tokenizer=tok)
+    tower = dict(
+        hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=2
+    )  # both towers
+    ids = dict(bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=tok.pad_token_id)
     config = CLIPConfig(
-        text_config=dict(
-            vocab_size=64,
-            hidden_size=32,
-            intermediate_size=37,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            max_position_embeddings=48,
-            bos_token_id=tok.bos_token_id,
-            eos_token_id=eos,
-            pad_token_id=tok.pad_token_id,
-        ),
-        vision_config=dict(
-            image_size=16,
-            patch_size=4,
-            hidden_size=32,
-            intermediate_size=37,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-        ),
+        text_config=dict(tower, vocab_size=64, max_position_embeddings=48, **ids),
+        vision_config=dict(tower, image_size=16, patch_size=4),
         projection_dim=32,
     )
     with torch.random.fork_rng(devices=[]):

@@ -66,20 +66,7 @@ def train_segmenter(
         mask_labels, class_labels = labels_to_targets(y)
         return m(pixel_values=x, mask_labels=mask_labels, class_labels=class_labels).loss
 
-    tc = TrainConfig(
-        steps=cfg.steps,
-        batch_size=cfg.batch_size,
-        lr=cfg.lr,
-        weight_decay=cfg.weight_decay,
-        betas=(0.9, 0.999),
-        warmup_steps=cfg.warmup_steps,
-        grad_clip=cfg.grad_clip,
-        seed=cfg.seed,
-        device=cfg.device,
-        progress=cfg.progress,
-        desc=cfg.desc,
-        eval_every=cfg.eval_every,
-    )
+    tc = TrainConfig.from_section(cfg, betas=(0.9, 0.999))  # every SegTrainConfig field is a TrainConfig one
     wrapped_eval = None
     if eval_fn is not None:
 

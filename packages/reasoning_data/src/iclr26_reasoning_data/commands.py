@@ -46,6 +46,14 @@ def load_model_and_tokenizer(name: str):
     return model, tok
 
 
+def _new_file(path: str, force: bool) -> Path:
+    """The output file ``path``; an existing one is one line unless ``--force``."""
+    out = Path(path)
+    if out.exists() and not force:
+        raise UserError(f"{str(out)!r} exists (use --force to replace it)")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------- plan
 def example_plan(preset: str = "cpu"):
     """A two-stage plan in the shape of the paper's P_div -> S_hq arm (``smoke``: a few steps)."""
@@ -98,9 +106,7 @@ def plan(args: Any) -> int:
             f"lr {s.lr}; steps {steps}"
         )
     if args.out:
-        out = Path(args.out)
-        if out.exists() and not args.force:
-            raise UserError(f"{str(out)!r} exists (use --force to replace it)")
+        out = _new_file(args.out, args.force)
         p.to_yaml(out)
         print(f"wrote {out}")
     return 0
@@ -177,9 +183,7 @@ def generate(args: Any) -> int:
 
     from .tasks import ReasoningTasks
 
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise UserError(f"{str(out)!r} exists (use --force to replace it)")
+    out = _new_file(args.out, args.force)
     if args.n < 0:
         raise UserError(f"--n must be >= 0, got {args.n}")
     tasks = ReasoningTasks(args.families, args.templates, seed=args.seed)
@@ -199,9 +203,7 @@ def evaluate(args: Any) -> int:
     from .evaluate import exact_match
     from .sources import read_jsonl
 
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise UserError(f"{str(out)!r} exists (use --force to replace it)")
+    out = _new_file(args.out, args.force)
     data = Path(args.data)
     if not data.is_file():
         raise UserError(f"no data file at {str(data)!r}")

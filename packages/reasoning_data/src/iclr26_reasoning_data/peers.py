@@ -36,13 +36,7 @@ def _optimizer(model: Any, stage: Stage, steps: int):
 
     from iclr26_core.train import TrainConfig, lr_lambda
 
-    cfg = TrainConfig(
-        steps=steps,
-        lr=stage.lr,
-        weight_decay=stage.weight_decay,
-        warmup_steps=stage.warmup_steps,
-        min_lr_ratio=stage.min_lr_ratio,
-    )
+    cfg = TrainConfig.from_section(stage, steps=steps)  # lr, weight_decay, warmup_steps, min_lr_ratio
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_lambda(s, cfg))
 

@@ -132,14 +132,9 @@ def run_stage(
     if len(data) == 0 and steps:
         raise UserError(f"stage {stage.name!r} has no rows (token budget {stage.mixture.tokens})")
     s_seed = stage_seed(seed, stage)
-    cfg = TrainConfig(
+    cfg = TrainConfig.from_section(
+        stage,
         steps=steps,
-        batch_size=stage.batch_size,
-        lr=stage.lr,
-        weight_decay=stage.weight_decay,
-        warmup_steps=stage.warmup_steps,
-        min_lr_ratio=stage.min_lr_ratio,
-        grad_clip=stage.grad_clip,
         seed=s_seed,
         device=device,
         progress=progress,

@@ -11,6 +11,7 @@ Sections (each draws from its own random stream ``default_rng([seed, k])``):
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -152,61 +153,46 @@ def run(cfg: Any, ctx: Any) -> Results:
     claims, figures = [], []
     bar = ctx.progress(total=len(SECTIONS), desc="routing game")
 
-    def step(name: str, t0: float) -> None:
+    @contextlib.contextmanager
+    def section(name: str, postfix: str | None = None):
+        """One section of the bar: its label while it runs, then its seconds in the metrics."""
+        t0 = time.perf_counter()
+        if postfix:
+            bar.set_postfix_str(postfix)
+        yield
         metrics["seconds_by_section"][name] = round(time.perf_counter() - t0, 2)
         bar.update(1)
 
-    t0 = time.perf_counter()
-    bar.set_postfix_str("C1 best responses")
-    c1, metrics["c1"] = claim_c1(cfg, _rng(cfg, 1), tb)
-    claims.append(c1)
-    step("C1", t0)
+    with section("C1", "C1 best responses"):
+        c1, metrics["c1"] = claim_c1(cfg, _rng(cfg, 1), tb)
+        claims.append(c1)
+    with section("C2", "C2 provider optima"):
+        c2, metrics["c2"], g2, _ = claim_c2(cfg, _rng(cfg, 2), tb)
+        claims.append(c2)
+        write_draws(ctx.run_dir / "draws.csv", g2, tb)
+    with section("C3", "C3 misalignment"):
+        c3, metrics["c3"] = claim_c3(cfg, _rng(cfg, 3), tb, metrics["c2"]["share_gap_positive"])
+        claims.append(c3)
+    with section("C4", "C4 throttling"):
+        c4, metrics["c4"] = claim_c4(cfg, _rng(cfg, 4), tb)
+        claims.append(c4)
+    with section("V1", "V1 Monte Carlo"):
+        v1, metrics["v1"] = claim_v1(
+            cfg, _rng(cfg, 5), lambda it, desc: ctx.progress(it, desc=desc, leave=False)
+        )
+        claims.append(v1)
+    with section("maps", "heat-maps"):
+        figs, metrics["maps"] = maps(cfg, ctx)
+        figures += figs
+    with section("estimate", "estimate (p, t, c)"):
+        est = estimate_section(cfg, ctx)
+        digits = est.pop("_digits")
+        metrics["estimate"] = est
+    with section("bench", "peers bench" if cfg.bench else None):
+        if cfg.bench:
+            from .peers import bench
 
-    t0 = time.perf_counter()
-    bar.set_postfix_str("C2 provider optima")
-    c2, metrics["c2"], g2, _ = claim_c2(cfg, _rng(cfg, 2), tb)
-    claims.append(c2)
-    write_draws(ctx.run_dir / "draws.csv", g2, tb)
-    step("C2", t0)
-
-    t0 = time.perf_counter()
-    bar.set_postfix_str("C3 misalignment")
-    c3, metrics["c3"] = claim_c3(cfg, _rng(cfg, 3), tb, metrics["c2"]["share_gap_positive"])
-    claims.append(c3)
-    step("C3", t0)
-
-    t0 = time.perf_counter()
-    bar.set_postfix_str("C4 throttling")
-    c4, metrics["c4"] = claim_c4(cfg, _rng(cfg, 4), tb)
-    claims.append(c4)
-    step("C4", t0)
-
-    t0 = time.perf_counter()
-    bar.set_postfix_str("V1 Monte Carlo")
-    v1, metrics["v1"] = claim_v1(cfg, _rng(cfg, 5), lambda it, desc: ctx.progress(it, desc=desc, leave=False))
-    claims.append(v1)
-    step("V1", t0)
-
-    t0 = time.perf_counter()
-    bar.set_postfix_str("heat-maps")
-    figs, metrics["maps"] = maps(cfg, ctx)
-    figures += figs
-    step("maps", t0)
-
-    t0 = time.perf_counter()
-    bar.set_postfix_str("estimate (p, t, c)")
-    est = estimate_section(cfg, ctx)
-    digits = est.pop("_digits")
-    metrics["estimate"] = est
-    step("estimate", t0)
-
-    t0 = time.perf_counter()
-    if cfg.bench:
-        from .peers import bench
-
-        bar.set_postfix_str("peers bench")
-        metrics["bench"] = bench(cfg, ctx, digits)
-    step("bench", t0)
+            metrics["bench"] = bench(cfg, ctx, digits)
     bar.close()
     ctx.log(_describe("lm", est["lm"]))
     ctx.log(_describe("digits", est["digits"]))

@@ -30,6 +30,7 @@ _LM = dict(_TEXT, num_hidden_layers=2, num_attention_heads=4)  # what every tiny
 _MOE = {"num_experts_per_tok": 2}
 _GPT2 = dict(_IDS, vocab_size=512, n_positions=256, n_embd=64, n_layer=2, n_head=4)
 _LLAMA = dict(_LM, hidden_size=64, intermediate_size=176, num_key_value_heads=2)
+_NEOX = dict(_LM, hidden_size=64, intermediate_size=256)
 _MIXTRAL = dict(
     _LM, hidden_size=64, intermediate_size=128, num_key_value_heads=2, num_local_experts=4, **_MOE
 )
@@ -47,6 +48,7 @@ _SPECS: dict[str, tuple[str, str, dict[str, dict[str, Any]]]] = {
         "LlamaForCausalLM",
         _sizes(_LLAMA, **_WIDE | {"intermediate_size": 512, "num_key_value_heads": 4}),
     ),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", _sizes(_NEOX, **_WIDE | {"intermediate_size": 512})),
     "mixtral": (
         "MixtralConfig",
         "MixtralForCausalLM",

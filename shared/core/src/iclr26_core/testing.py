@@ -32,6 +32,7 @@ _ODD_LM = dict(_ODD_SIZES, num_hidden_layers=2, num_attention_heads=3, num_key_v
 ODD = {
     "llama": _ODD_LM,
     "gpt2": dict(vocab_size=99, n_embd=36, n_layer=2, n_head=3, n_positions=64),
+    "gpt_neox": dict(_ODD_SIZES, num_hidden_layers=2, num_attention_heads=3),
     "mixtral": dict(_ODD_LM, num_local_experts=3, num_experts_per_tok=2),
     "olmoe": dict(_ODD_LM, num_key_value_heads=3, num_experts=5, num_experts_per_tok=2),
 }
@@ -256,6 +257,24 @@ def _smoke_report(
     assert f"{n_hold}/{len(ids)} claims hold" in res.stdout, res.stdout[-500:]
     assert "threads:" in (out / "config.yaml").read_text()
     return m
+
+
+def naive_ece(probs: Any, labels: Any, n_bins: int = 10) -> float:
+    """A reference expected calibration error for tests, written as the definition reads: a loop over ``n_bins``
+    equal-width bins of the top-1 confidence ((lo, hi], the first bin [0, hi]), Σ_b (n_b/N)·|acc_b − conf_b|.
+    Independent of `iclr26_core.evaluation.ece` (which bins with ``ceil`` and ``bincount``); ``probs`` [N, C]
+    and ``labels`` [N] as numpy arrays."""
+    import numpy as np
+
+    probs, labels = np.asarray(probs, dtype=float), np.asarray(labels)
+    conf, pred = probs.max(1), probs.argmax(1)
+    total = 0.0
+    for b in range(n_bins):
+        lo, hi = b / n_bins, (b + 1) / n_bins
+        m = (conf > lo) & (conf <= hi) if b else (conf >= lo) & (conf <= hi)
+        if m.any():
+            total += m.mean() * abs((pred[m] == labels[m]).mean() - conf[m].mean())
+    return float(total)
 
 
 @contextlib.contextmanager

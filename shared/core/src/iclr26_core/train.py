@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,26 @@ class TrainConfig:
     desc: str = "train"
     position: int | None = None  # progress-bar line (one per worker process)
     ema: float = 0.0  # > 0: keep an exponential moving average of the weights (evaluated, returned)
+
+    @classmethod
+    def from_section(cls, section: Any, **overrides: Any) -> TrainConfig:
+        """The fields of ``section`` that TrainConfig also has, then ``overrides`` (which win).
+
+        ``section``: a package's own settings (a dataclass or other object with attributes, or a mapping such as
+        a hydra config section); its other keys are ignored and the fields it lacks keep TrainConfig's
+        defaults. ``TrainConfig.from_section(stage, steps=n, desc=stage.name)`` replaces a call that forwards
+        ``steps=..., lr=stage.lr, weight_decay=stage.weight_decay, ...`` one keyword at a time.
+        """
+        missing = object()
+        kw: dict[str, Any] = {}
+        for f in fields(cls):
+            if isinstance(section, Mapping):
+                value = section.get(f.name, missing)
+            else:
+                value = getattr(section, f.name, missing)
+            if value is not missing:
+                kw[f.name] = tuple(value) if f.name == "betas" else value
+        return cls(**{**kw, **overrides})
 
 
 @dataclass
