@@ -118,17 +118,15 @@ def make_loss(sd: SensorData):
 def train_lm_config(
     t: dict, seed: int, desc: str = "train", position: int | None = None, progress: bool = True
 ):
-    """The core's `TrainConfig` from ``train.*``: AdamW (0.9, 0.999), wd 1e-4, warm-up + cosine, clip 1.0."""
+    """The core's `TrainConfig` from ``train.*`` (steps, lr, weight_decay, min_lr_ratio as they are; ``batch`` and
+    the warm-up fraction converted): AdamW (0.9, 0.999), warm-up + cosine, clip 1.0."""
     from iclr26_core.train import TrainConfig
 
-    return TrainConfig(
-        steps=int(t["steps"]),
+    return TrainConfig.from_section(
+        {"weight_decay": 1e-4, "min_lr_ratio": 0.1, **t, "steps": int(t["steps"]), "lr": float(t["lr"])},
         batch_size=int(t["batch"]),
-        lr=float(t["lr"]),
-        weight_decay=float(t.get("weight_decay", 1e-4)),
         betas=(0.9, 0.999),
         warmup_steps=round(float(t.get("warmup", 0.1)) * int(t["steps"])),
-        min_lr_ratio=float(t.get("min_lr_ratio", 0.1)),
         grad_clip=1.0,
         seed=seed,
         device="cpu",
