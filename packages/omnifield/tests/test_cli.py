@@ -19,7 +19,11 @@ from iclr26_core.testing import (
 from iclr26_omnifield.cli import main
 
 test_help_does_not_import_torch = fast_help_test(
-    "iclr26_omnifield", ["fit", "--help"], ["predict", "--help"], mentions=["reproduce", "fit", "predict"]
+    "iclr26_omnifield",
+    ["fit", "--help"],
+    ["predict", "--help"],
+    ["pilot", "--help"],
+    mentions=["reproduce", "fit", "predict", "pilot"],
 )
 
 smoke_run = smoke_run_fixture(main)
