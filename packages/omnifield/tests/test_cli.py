@@ -19,7 +19,11 @@ from iclr26_core.testing import (
 from iclr26_omnifield.cli import main
 
 test_help_does_not_import_torch = fast_help_test(
-    "iclr26_omnifield", ["fit", "--help"], ["predict", "--help"], mentions=["reproduce", "fit", "predict"]
+    "iclr26_omnifield",
+    ["fit", "--help"],
+    ["predict", "--help"],
+    ["pilot", "--help"],
+    mentions=["reproduce", "fit", "predict", "pilot"],
 )
 
 smoke_run = smoke_run_fixture(main)
@@ -183,3 +187,15 @@ def test_bad_tables_one_line_nothing_written(tmp_path):
         "not an iclr26-omnifield model",
     )
     assert not (tmp_path / "p.csv").exists()
+
+
+def test_pilot_prints_a_loss_curve_and_refuses_bad_input():
+    tiny = ["data.grid=16", "data.n_train=8", "data.fraction=0.3", "train.batch=2", "train.targets=16"]
+    res = run_cli(main, ["pilot", "--test", "2", "--windows", "2", "train.steps=4", *tiny])
+    assert res.code == 0, res.output
+    rec = json.loads(res.stdout.strip().splitlines()[-1])
+    assert rec["steps"] == 4 and len(rec["loss_curve"]) == 2 and np.isfinite(rec["test_rmse"])
+    res = run_cli(main, ["pilot", "--fixed-batch", "--test", "2", "train.steps=2", *tiny])
+    assert res.code == 0 and json.loads(res.stdout.strip().splitlines()[-1])["fixed_batch"], res.output
+    assert_one_line_error(run_cli(main, ["pilot", "--arm", "late", "train.steps=2", *tiny]), "unknown arm")
+    assert_one_line_error(run_cli(main, ["pilot", "steps=2"]), "bad override")

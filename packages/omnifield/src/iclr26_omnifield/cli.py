@@ -37,6 +37,12 @@ def _predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--horizon", type=int, default=0, help="steps ahead of --time (default 0)")
 
 
+def _pilot_args(p: argparse.ArgumentParser) -> None:
+    from .pilot import arguments
+
+    arguments(p)
+
+
 app = paper_cli(
     slug="omnifield",
     title="OmniField: Conditioned Neural Fields for Robust Multimodal Spatiotemporal Learning (ICLR 2026)",
@@ -55,6 +61,12 @@ app = paper_cli(
             "predict any modality at any points and horizon from a fitted model",
             run="iclr26_omnifield.commands:predict",
             arguments=_predict_args,
+        ),
+        Verb(
+            "pilot",
+            "one arm, one seed of the miniature: loss curve and test RMSE (the README's sizing pilots)",
+            run="iclr26_omnifield.pilot:run",
+            arguments=_pilot_args,
         ),
     ],
 )

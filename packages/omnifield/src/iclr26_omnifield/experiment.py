@@ -115,6 +115,27 @@ def make_loss(sd: SensorData):
     return loss_fn
 
 
+def train_lm_config(
+    t: dict, seed: int, desc: str = "train", position: int | None = None, progress: bool = True
+):
+    """The core's `TrainConfig` from ``train.*`` (steps, lr, weight_decay, min_lr_ratio as they are; ``batch`` and
+    the warm-up fraction converted): AdamW (0.9, 0.999), warm-up + cosine, clip 1.0."""
+    from iclr26_core.train import TrainConfig
+
+    return TrainConfig.from_section(
+        {"weight_decay": 1e-4, "min_lr_ratio": 0.1, **t, "steps": int(t["steps"]), "lr": float(t["lr"])},
+        batch_size=int(t["batch"]),
+        betas=(0.9, 0.999),
+        warmup_steps=round(float(t.get("warmup", 0.1)) * int(t["steps"])),
+        grad_clip=1.0,
+        seed=seed,
+        device="cpu",
+        desc=desc,
+        position=position,
+        progress=progress,
+    )
+
+
 def train_field(
     model: OmniField,
     sd: SensorData,
@@ -125,29 +146,23 @@ def train_field(
     desc: str = "train",
     position: int | None = None,
     progress: bool = True,
+    fixed_batch: bool = False,
 ):
-    """Train with `iclr26_core.train.train_lm`: AdamW (0.9, 0.999), wd 1e-4, warm-up + cosine, clip 1.0."""
-    from iclr26_core.train import TrainConfig, train_lm
+    """Train with `iclr26_core.train.train_lm` on fleximodal batches (`make_batches`); ``fixed_batch``: the
+    batch of step 0 at every step (the single-batch overfit test of `pilot`)."""
+    from iclr26_core.train import train_lm
 
-    cfg = TrainConfig(
-        steps=int(t["steps"]),
-        batch_size=int(t["batch"]),
-        lr=float(t["lr"]),
-        weight_decay=float(t.get("weight_decay", 1e-4)),
-        betas=(0.9, 0.999),
-        warmup_steps=round(float(t.get("warmup", 0.1)) * int(t["steps"])),
-        min_lr_ratio=float(t.get("min_lr_ratio", 0.1)),
-        grad_clip=1.0,
-        seed=seed,
-        device="cpu",
-        desc=desc,
-        position=position,
-        progress=progress,
-    )
+    cfg = train_lm_config(t, seed, desc, position, progress)
     batches = make_batches(
         sd, cfg.batch_size, int(t["targets"]), subset, float(t.get("subset_p", 0.7)), noise, seed
     )
-    return train_lm(model, None, cfg=cfg, batches=batches, loss_fn=make_loss(sd))
+    if fixed_batch:
+        first = batches(0)
+        batches = lambda step: first  # noqa: E731
+    # the core's AdamW, with the multi-tensor (foreach) update: same arithmetic, fewer small CPU ops
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, foreach=True)
+    return train_lm(model, None, cfg=cfg, batches=batches, loss_fn=make_loss(sd), optimizer=opt)
 
 
 @torch.no_grad()

@@ -62,21 +62,11 @@ def _idw_images(sd) -> np.ndarray:
 
 def _train(model, loss_fn, n: int, t: dict, seed: int, desc: str):
     """The same AdamW / warm-up + cosine / clip loop (the core's) as OmniField's arms, on sample indices."""
-    from iclr26_core.train import TrainConfig, train_lm
+    from iclr26_core.train import train_lm
 
-    cfg = TrainConfig(
-        steps=int(t["steps"]),
-        batch_size=int(t["batch"]),
-        lr=float(t["lr"]),
-        weight_decay=float(t.get("weight_decay", 1e-4)),
-        warmup_steps=round(float(t.get("warmup", 0.1)) * int(t["steps"])),
-        min_lr_ratio=float(t.get("min_lr_ratio", 0.1)),
-        grad_clip=1.0,
-        seed=seed,
-        device="cpu",
-        desc=desc,
-        progress=False,
-    )
+    from .experiment import train_lm_config
+
+    cfg = train_lm_config(t, seed, desc, progress=False)
 
     def batches(step: int):
         import torch

@@ -34,8 +34,8 @@ def _run_all(c: dict, ctx) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         for i, s in enumerate(seeds)
     ]
     have = installed() if c.get("bench", True) else []
-    if have:
-        jobs.append({"kind": "peers", "seed": seeds[0], "data_seed": int(c["seed"]), "cfg": c})
+    if have:  # first: the peers' job is the longest, so the pool does not end on it alone
+        jobs.insert(0, {"kind": "peers", "seed": seeds[0], "data_seed": int(c["seed"]), "cfg": c})
     workers = min(int(c.get("workers", 1)), len(jobs))
     ctx.log(
         f"training {len(ARMS)} arms x {len(seeds)} seeds ({', '.join(ARMS)})"
@@ -54,7 +54,7 @@ def _run_all(c: dict, ctx) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     for r in out:
         if "arms" in r:
             runs[r["seed"]]["arms"].update(r["arms"])
-    return [runs[s] for s in seeds], (out[-1]["peers"] if have else {})
+    return [runs[s] for s in seeds], (out[0]["peers"] if have else {})
 
 
 def _bootstrap_se(x: np.ndarray, n_boot: int, seed: int) -> float:

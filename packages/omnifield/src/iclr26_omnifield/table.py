@@ -80,9 +80,10 @@ def fit_table(
     import torch
 
     from iclr26_core.fs import atomic_write_text, staged_dir
-    from iclr26_core.train import TrainConfig, train_lm
+    from iclr26_core.train import train_lm
 
     from .config import OmniFieldConfig
+    from .experiment import train_lm_config
     from .model import OmniField, SensorSet, fleximodal_loss
 
     mods = sorted(df["modality"].unique())
@@ -105,7 +106,7 @@ def fit_table(
             "self_heads": 2,
             "dim_head": 16,
             "decoder_ff": False,
-            "gff_space": (32, 5.0),
+            "gff_space": (32, 1.5),
             "gff_time": (8, 1.0),
             **(model or {}),
         },
@@ -138,17 +139,7 @@ def fit_table(
 
     torch.manual_seed(seed)
     net = OmniField(cfg)
-    tc = TrainConfig(
-        steps=int(t["steps"]),
-        batch_size=int(t["batch"]),
-        lr=float(t["lr"]),
-        weight_decay=1e-4,
-        betas=(0.9, 0.999),
-        warmup_steps=int(0.1 * int(t["steps"])),
-        seed=seed,
-        device="cpu",
-        desc="fit",
-    )
+    tc = train_lm_config(t, seed, desc="fit")
     res = train_lm(net, None, cfg=tc, batches=batches, loss_fn=loss_fn)
     with staged_dir(out) as tmp:
         net.save_pretrained(tmp)
