@@ -109,50 +109,20 @@ def test_fit_and_predict_on_a_table_in_a_folder(tmp_path):
     assert meta["modalities"] == ["H", "T"] and meta["horizons"] == [0, 1]
     out = tmp_path / "pred.csv"
     # cross-modal: only T sensed at time 2, predict H and T on a 4x3 grid one step ahead
-    res = run_cli(
-        main,
-        [
-            "predict",
-            "--model",
-            str(ck),
-            "--table",
-            str(table),
-            "--time",
-            "2",
-            "--out",
-            str(out),
-            "--grid",
-            "4x3",
-            "--modalities",
-            "T",
-            "--horizon",
-            "1",
-        ],
-    )
+    res = _predict(ck, table, out, "4x3", "1", "--modalities", "T")
     assert res.code == 0, res.output
     pred = pd.read_csv(out)
     assert len(pred) == 24 and set(pred["modality"]) == {"H", "T"} and pred["value"].notna().all()
     assert (tmp_path / "pred_H.png").is_file()
     # a horizon beyond the trained range is a warning, not an error
-    res = run_cli(
-        main,
-        [
-            "predict",
-            "--model",
-            str(ck),
-            "--table",
-            str(table),
-            "--time",
-            "2",
-            "--out",
-            str(tmp_path / "far.csv"),
-            "--grid",
-            "2x2",
-            "--horizon",
-            "5",
-        ],
-    )
+    res = _predict(ck, table, tmp_path / "far.csv", "2x2", "5")
     assert res.code == 0 and "outside the trained range" in res.output, res.output
+
+
+def _predict(ck, table, out, grid: str, horizon: str, *extra: str):
+    """`predict` from the sensors at time 2 of ``table`` on a ``grid`` (e.g. "4x3") ``horizon`` steps ahead."""
+    args = ["predict", "--model", str(ck), "--table", str(table), "--time", "2", "--out", str(out)]
+    return run_cli(main, [*args, "--grid", grid, "--horizon", horizon, *extra])
 
 
 def test_bad_tables_one_line_nothing_written(tmp_path):

@@ -195,8 +195,11 @@ def _run_seeds(cfg, ctx, seeds: list[int]) -> list[dict[str, Any]]:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from iclr26_core.runtime import quiet_worker
+
     ctx.log(f"training {len(seeds)} seeds in {workers} worker processes ({int(cfg.threads)} thread(s) each)")
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=spawn, initializer=quiet_worker) as pool:
         futures = [
             pool.submit(seed_job, cfg_dict, s, ctx.seed, ctx.device, i % workers) for i, s in enumerate(seeds)
         ]

@@ -55,20 +55,6 @@ def _train_and_evaluate(job: dict) -> dict:
     return res
 
 
-def _quiet_worker() -> None:
-    """Fold third-party chatter (torch's import-time warnings) in a worker process for its whole life, as the
-    CLI does in the main process (``ICLR26_VERBOSE=1`` prints it)."""
-    import atexit
-    import contextlib
-
-    from iclr26_core.runtime import quiet
-
-    global _QUIET
-    _QUIET = contextlib.ExitStack()
-    _QUIET.enter_context(quiet())
-    atexit.register(_QUIET.close)  # close it before interpreter teardown (else a traceback at exit)
-
-
 def _trainings(cfg, ctx, train, test, c1_docs, meanwhile=None) -> list[dict]:
     jobs = [
         dict(cfg=cfg, train=train, test=test, permute=permute, seed=int(seed), c1_docs=c1_docs)
@@ -94,8 +80,10 @@ def _run_jobs(cfg, ctx, jobs: list[dict], desc: str, meanwhile=None) -> list[dic
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
+        from iclr26_core.runtime import quiet_worker
+
         with ProcessPoolExecutor(
-            cfg.workers, mp_context=mp.get_context("spawn"), initializer=_quiet_worker
+            cfg.workers, mp_context=mp.get_context("spawn"), initializer=quiet_worker
         ) as pool:
             futures = [pool.submit(_train_and_evaluate, job) for job in jobs]
             if meanwhile is not None:
