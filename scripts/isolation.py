@@ -41,7 +41,9 @@ def dist_name(member: Path) -> str:
 def own_extras(member: Path) -> list[str]:
     """The member's own optional extras that its tests may use: ``peers`` (the libraries it is compared with)
     and ``real`` (the core's real models and data); others (e.g. cave's ``mesh``) stay out."""
-    extras = tomllib.loads((member / "pyproject.toml").read_text())["project"].get("optional-dependencies", {})
+    extras = tomllib.loads((member / "pyproject.toml").read_text())["project"].get(
+        "optional-dependencies", {}
+    )
     return [e for e in ("peers", "real") if e in extras]
 
 
