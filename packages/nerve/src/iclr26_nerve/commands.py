@@ -42,8 +42,8 @@ def _read_text(args: argparse.Namespace, split: str | None = "validation") -> st
 
 
 def _load(args: argparse.Namespace, gated_pre: str = "gate"):
-    """(model, tokenizer, device) for ``--model``; the NerVE GPT-2 variants are re-applied; an
-    unsupported architecture is refused before anything else is done."""
+    """(model, tokenizer, device) for ``--model``; the NerVE GPT-2 variants are restored; ``--arch``
+    registers the model's hook points; an unsupported architecture is refused before anything else."""
     import os
 
     from iclr26_core.cli import pick_device
@@ -54,11 +54,27 @@ def _load(args: argparse.Namespace, gated_pre: str = "gate"):
 
         hf_logging.disable_progress_bar()
 
-    from .registry import arch_spec
-    from .variants import apply_variant
+    from .registry import REGISTRY, arch_spec, model_type_of, register_architecture
+    from .variants import apply_variant, load_gpt2_variant
 
-    model = apply_variant(load_causal_lm(args.model))
-    arch_spec(model, gated_pre)
+    arch = None
+    if getattr(args, "arch", None):
+        from .detect import parse_arch
+
+        arch = parse_arch(args.arch)  # a malformed --arch is refused before the model is loaded
+    model = load_gpt2_variant(args.model) if Path(args.model).expanduser().is_dir() else None
+    model = apply_variant(load_causal_lm(args.model)) if model is None else model
+    mt = model_type_of(model)
+    if arch is not None:
+        register_architecture(mt, **arch)
+    spec = arch_spec(model, gated_pre)
+    if mt not in REGISTRY:
+        print(
+            f"note: model_type {mt!r} is not in the registry; FFNs found by module names: "
+            f"--arch blocks={spec.blocks},pre={spec.pre},post={spec.post}"
+            + (f",gated=true,up={spec.up}" if spec.gated else ""),
+            file=sys.stderr,
+        )
     device = pick_device(args.device)
     return model.to(device), _tokenizer_for(args.model, model), device
 

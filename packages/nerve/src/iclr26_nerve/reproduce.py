@@ -83,7 +83,9 @@ def _run_all(cfg: Any, ctx: Any, jobs: list[tuple[str, int]], kw: dict) -> dict[
             "device": ctx.device,
             "desc": f"{arm} seed {seed} ({k + 1}/{len(jobs)})",
             "identity_control": arm == "preln_gelu",
-            "keep_state": bool(cfg.get("peers")) and k == 0,
+            "keep_state": bool(cfg.get("peers"))
+            and seed == ctx.seed
+            and arm in ("preln_gelu", "preln_gelu_stock"),
         }
 
     if workers == 1 or ctx.device != "cpu":
