@@ -212,3 +212,24 @@ def test_analyze_any_architecture_detected_or_by_arch(tmp_path):
     assert manual.code == 0, manual.stderr
     a, m = (json.loads((tmp_path / d / "nerve.json").read_text()) for d in ("a", "m"))
     assert a["layers"] == m["layers"] and a["layers"][0]["d_model"] == 32
+
+
+@pytest.mark.slow
+def test_reproduce_real_smallest(tmp_path):
+    """scale=real at its smallest: SmolLM2-135M and its random control on 512 held-out tokens."""
+    pytest.importorskip("gguf")
+    out = tmp_path / "real"
+    res = run_cli(
+        main,
+        ["reproduce", "scale=real", "real.tokens=512", "real.seq_len=128", "figures=false", f"out={out}"],
+    )
+    assert res.code == 0, res.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [c["id"] for c in metrics["claims"]] == ["R1", "R2"]
+    assert metrics["capture_check_max_abs_diff"] < 1e-4
+    assert len(metrics["trained"]) == len(metrics["control"]) == 30
+    assert metrics["setup"]["d_model"] == 576 and metrics["setup"]["d_ffn"] == 1536
+    from iclr26_nerve.real import claim_r1
+
+    r1 = claim_r1(metrics["trained"], metrics["control"], 576, metrics["setup"]["n_tokens"])
+    assert r1.holds == metrics["claims"][0]["holds"]
