@@ -3,11 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import Any
 
 from iclr26_core.errors import UserError
+
+
+def _scoped_registry(fn):
+    """``--arch`` registers the model's hook points for this command only (the registry is restored)."""
+
+    @functools.wraps(fn)
+    def wrapper(args: argparse.Namespace) -> int:
+        from .registry import REGISTRY
+
+        saved = dict(REGISTRY)
+        try:
+            return fn(args)
+        finally:
+            REGISTRY.clear()
+            REGISTRY.update(saved)
+
+    return wrapper
 
 
 def _check_common(args: argparse.Namespace) -> Path:
@@ -136,6 +154,7 @@ def _blocks(text: str, tokenizer: Any, seq_len: int, max_tokens: int | None, mod
     return torch.tensor(ids[: n * seq_len], dtype=torch.long).view(n, seq_len)
 
 
+@_scoped_registry
 def analyze_cmd(args: argparse.Namespace) -> int:
     """``iclr26-nerve analyze``: nerve.json, nerve.csv, spectra.png for the user's model."""
     out = _check_common(args)
@@ -168,6 +187,7 @@ def analyze_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+@_scoped_registry
 def track_cmd(args: argparse.Namespace) -> int:
     """``iclr26-nerve track``: train with `NerVECallback`; trajectory, figure and final checkpoint."""
     out = _check_common(args)
