@@ -50,11 +50,12 @@ test: sync ## the tests of every member (or PAPER=<slug>), slow ones excluded
 test-slow: sync ## only the tests marked slow (every member's tests collected together, in .venv)
 	$(UV) run --no-sync pytest $(addsuffix /tests,$(MEMBERS)) -m slow $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5: none selected
 
-lint: sync ## ruff check, ruff format --check, the CI workflow against the GitHub schema
+lint: sync ## ruff check, ruff format --check, the CI workflow schema, the README table, no import cycles
 	$(UV) run --no-sync ruff check .
 	$(UV) run --no-sync ruff format --check .
 	$(UV) run --no-sync check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(PYTHON) scripts/check_readme.py
+	$(PYTHON) scripts/check_imports.py
 
 reproduce: sync ## the paper's claims: make reproduce PAPER=<slug> [ARGS='scale=smoke seed=1']
 	@test -n "$(PAPER)" || { echo "usage: make reproduce PAPER=<slug> [ARGS='key=value ...']  (slugs: $(SLUGS))"; exit 2; }
