@@ -225,11 +225,11 @@ def test_reproduce_real_smallest(tmp_path):
     )
     assert res.code == 0, res.stderr
     metrics = json.loads((out / "metrics.json").read_text())
-    assert [c["id"] for c in metrics["claims"]] == ["R1", "R2"]
+    assert [c["id"] for c in metrics["claims"]] == ["C1", "C5"]
     assert metrics["capture_check_max_abs_diff"] < 1e-4
     assert len(metrics["trained"]) == len(metrics["control"]) == 30
     assert metrics["setup"]["d_model"] == 576 and metrics["setup"]["d_ffn"] == 1536
-    from iclr26_nerve.real import claim_r1
+    from iclr26_nerve.real import claim_c1_real
 
-    r1 = claim_r1(metrics["trained"], metrics["control"], 576, metrics["setup"]["n_tokens"])
+    r1 = claim_c1_real(metrics["trained"], metrics["control"], 576, metrics["setup"]["n_tokens"])
     assert r1.holds == metrics["claims"][0]["holds"]

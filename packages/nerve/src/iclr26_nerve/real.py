@@ -9,8 +9,8 @@ W_gate·x ∈ R^D (D = 1536) and PostAct is silu(W_gate·x) ⊙ (W_up·x), the i
 Claims, with their rules fixed before the run (the official demo notebook's reading of a pretrained
 GPT-2: "SE↑, PR gain > 1 in most layers, ΔEEE < 0"; "JS highest in early layers"):
 
-* R1 reinjection: SE_post > SE_pre, PR_post > PR_pre and EEE_post < EEE_pre in ≥ ⌈¾·L⌉ of the L layers.
-* R2 early redistribution: the mean JS of the first third of the layers exceeds that of the rest.
+* C1 reinjection (the miniature's C1): SE_post > SE_pre, PR_post > PR_pre and EEE_post < EEE_pre in ≥ ⌈¾·L⌉ of the L layers.
+* C5 early redistribution: the mean JS of the first third of the layers exceeds that of the rest.
 
 The control runs the same rules on the random model; they are reported in the notes, without a verdict.
 A capture check recomputes layer 0's PreAct/PostAct by hand from the MLP's input.
@@ -70,14 +70,14 @@ def _control(model, seed: int):
     return net.to(dtype=next(model.parameters()).dtype).eval()
 
 
-def claim_r1(trained: list[dict], control: list[dict], d_model: int, n_tokens: int) -> Claim:
+def claim_c1_real(trained: list[dict], control: list[dict], d_model: int, n_tokens: int) -> Claim:
     n = len(trained)
     need = math.ceil(0.75 * n)
     s, c = _signs(trained), _signs(control)
     fails = [m["layer"] for m in trained if not _reinjecting([m])]
     above_d = sum(m["pr_post"] > d_model for m in trained)
     return Claim(
-        "R1",
+        "C1",
         "FFN nonlinearity reinjects variance (SE↑, PR↑, EEE↓ pre → post) in a pretrained LLM",
         "qualitative (most layers)",
         f"SE {s['se']}/{n}, PR {s['pr']}/{n}, EEE {s['eee']}/{n}, all {s['all']}/{n}",
@@ -92,15 +92,15 @@ def claim_r1(trained: list[dict], control: list[dict], d_model: int, n_tokens: i
     )
 
 
-def claim_r2(trained: list[dict], control: list[dict]) -> Claim:
+def claim_c5_real(trained: list[dict], control: list[dict]) -> Claim:
     early, late = _early_late_js(trained)
     c_early, c_late = _early_late_js(control)
     k = max(1, len(trained) // 3)
     peak = int(np.argmax([m["js"] for m in trained]))
     return Claim(
-        "R2",
+        "C5",
         "the pre → post redistribution (JS) is strongest in early layers",
-        "qualitative",
+        "qualitative (the official demo notebook)",
         {f"JS layers 0–{k - 1}": early, f"JS layers {k}–{len(trained) - 1}": late},
         early > late,
         f"mean JS of layers 0–{k - 1} > mean JS of layers {k}–{len(trained) - 1}",
@@ -140,7 +140,7 @@ def run_real(cfg: Any, ctx: Any) -> Results:
     control = [m.to_dict() for m in reports["control"].layers]
     d_model = int(trained[0]["d_model"])
     n_tokens = int(trained[0]["n_tokens"])
-    claims = [claim_r1(trained, control, d_model, n_tokens), claim_r2(trained, control)]
+    claims = [claim_c1_real(trained, control, d_model, n_tokens), claim_c5_real(trained, control)]
     figures = []
     if cfg.get("figures", True):
         figures.append(
