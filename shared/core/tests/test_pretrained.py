@@ -284,6 +284,19 @@ def test_efficientnet_lite0_classifies_real_photos():
     assert left.shape == right.shape and disparity.shape == left.shape[:2]
 
 
+def test_a_conversion_in_the_default_cache_is_reused(monkeypatch, tmp_path):
+    monkeypatch.setenv("ICLR26_CACHE", str(tmp_path / "session"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user"))
+    monkeypatch.setattr(P, "smollm2_gguf", lambda: tmp_path / "x.gguf")
+    done = tmp_path / "user" / "iclr26" / "pretrained" / f"smollm2-135m-instruct-q4_1-v{P.CONVERTER_VERSION}"
+    done.mkdir(parents=True)
+    assert P.smollm2.__name__ and not P._is_complete(done)
+    monkeypatch.setattr(P, "convert_gguf", lambda src, out, log=None: ("converted", out))
+    assert P.smollm2()[0] == "converted"  # incomplete in both places: converted into the session's cache
+    (done / "iclr26_conversion.json").write_text("{}")
+    assert P.smollm2() == done
+
+
 def test_cache_dir_is_where_conversions_go(monkeypatch, tmp_path):
     monkeypatch.setenv("ICLR26_CACHE", str(tmp_path))
     monkeypatch.setattr(P, "smollm2_gguf", lambda: tmp_path / "x.gguf")

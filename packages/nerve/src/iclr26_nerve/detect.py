@@ -14,7 +14,7 @@ from __future__ import annotations
 from torch import nn
 
 from .errors import NerVEError
-from .registry import ArchSpec, get_path
+from .spec import ArchSpec, get_path
 
 # (pre, post, up, act), tried in this order; names are relative to one parent module inside a block
 PAIRS: tuple[tuple[str, str, str | None, str | None], ...] = (

@@ -18,24 +18,11 @@ Mixture-of-experts FFNs are refused with a clear error: pooling experts silently
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from .detect import detect_architecture
 from .errors import NerVEError
-
-
-@dataclass(frozen=True)
-class ArchSpec:
-    """Dotted paths: ``blocks`` from the model root; the others relative to one block."""
-
-    blocks: str
-    pre: str
-    post: str
-    gated: bool = False
-    split: str | None = None  # "first_half" | "second_half" of the ``pre`` output (fused projections)
-    up: str | None = None  # gated: the up projection (for gated_pre="up")
-    up_split: str | None = None
-    act: str | None = None  # the activation module (for gated_pre="product_input" and the identity control)
-
+from .spec import ArchSpec, get_path
 
 _GATED = dict(pre="mlp.gate_proj", post="mlp.down_proj", gated=True, up="mlp.up_proj", act="mlp.act_fn")
 REGISTRY: dict[str, ArchSpec] = {
@@ -126,8 +113,6 @@ def arch_spec(model, gated_pre: str = "gate") -> ArchSpec:
         )
     spec = REGISTRY.get(mt)
     if spec is None:
-        from .detect import detect_architecture
-
         spec = detect_architecture(model)
     if spec is None:
         raise NerVEError(
@@ -146,13 +131,6 @@ def arch_spec(model, gated_pre: str = "gate") -> ArchSpec:
     if spec.act is None:
         raise NerVEError(f"gated_pre='product_input' needs the activation module of {mt!r} (act=...)")
     return replace(spec, pre=spec.act, split=None)
-
-
-def get_path(root, path: str):
-    obj = root
-    for part in path.split("."):
-        obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
-    return obj
 
 
 def find_blocks(model, spec: ArchSpec):
