@@ -1,6 +1,46 @@
+import base64
+import hashlib
 import os
+import random
 
 import pytest
+
+# hostile secret pieces: hashes, base64, code, URLs, emoji, mixed scripts, literal specials, control chars
+PIECES = {
+    "hash": lambda r: hashlib.sha256(r.randbytes(16)).hexdigest()[: r.randint(8, 64)],
+    "b64": lambda r: base64.b64encode(r.randbytes(r.randint(3, 24))).decode(),
+    "code": lambda r: r.choice(
+        [
+            "def f(x):\n    return x**2 + 1  # ok\n",
+            "for (int i = 0; i < n; ++i) { a[i] = b[i] ^ 0xFF; }",
+            'print(f"{value!r:>10}")\t',
+            "SELECT * FROM users WHERE id = '42';",
+            '<div class="a">&nbsp;</div>\r\n',
+        ]
+    ),
+    "url": lambda r: (
+        f"https://ex{r.randint(0, 99)}.org/p/{r.randbytes(3).hex()}?q=a+b&id={r.randint(0, 10**6)}#x"
+    ),
+    "emoji": lambda r: "".join(
+        r.choice(["😀", "👍🏽", "👨‍👩‍👧", "🇫🇷", "🧪", "✓", "❤️"]) for _ in range(r.randint(1, 4))
+    ),
+    "scripts": lambda r: r.choice(
+        ["Привет мир", "Γειά σου", "漢字かなカナ", "مرحبا", "नमस्ते", "שלום", "한국어", "Ωμέγα"]
+    ),
+    "prose": lambda r: r.choice(["The secret is here. ", "meet at noon", " and then,", "\n\n", "   "]),
+    "special": lambda r: r.choice(["<|endoftext|>", "<pad>", "<unk>"]),
+    "control": lambda r: r.choice(["\x00", "\x1b[0m", "\u200b", "\ufffd", "\t\t"]),
+}
+
+
+def _random_secret(rng: random.Random) -> str:
+    return "".join(rng.choice(list(PIECES.values()))(rng) for _ in range(rng.randint(1, 3)))
+
+
+@pytest.fixture(scope="session")
+def random_secret():
+    """``random_secret(rng)``: one to three hostile pieces joined."""
+    return _random_secret
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,14 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _encode_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--secret-file", required=True, help="the secret text (UTF-8)")
+    p.add_argument("--secret-file", required=True, help="the secret text (UTF-8, read byte-exactly)")
+    p.add_argument(
+        "--lossy",
+        choices=["refuse", "warn"],
+        default="refuse",
+        help="a secret the tokenizer does not give back exactly (e.g. an NFC normaliser): refuse "
+        "(default) or encode what it gives back, with a warning",
+    )
     _common(p)
 
 

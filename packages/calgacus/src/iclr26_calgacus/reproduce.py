@@ -31,7 +31,7 @@ class Laps:
 
 
 def _main_lm(cfg: Any, ctx: Any):
-    from .hf import resolve_model
+    from .resolve import resolve_model
     from .tiny import load_tiny
 
     lm = resolve_model(str(cfg.model)) if cfg.model else load_tiny(str(cfg.tiny_recipe))
