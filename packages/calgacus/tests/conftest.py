@@ -65,3 +65,38 @@ def tiny_smoke(calgacus_cache):
     from iclr26_calgacus.tiny import load_tiny
 
     return load_tiny("smoke", progress=False)
+
+
+@pytest.fixture(scope="session")
+def sp_tokenizer():
+    """A Mistral/Llama-2-style SentencePiece BPE built locally: "▁" word marks (normaliser Prepend("▁") +
+    Replace(" ", "▁"), no pre-tokeniser), 256 <0xNN> byte-fallback pieces, and the decoder Replace /
+    ByteFallback / Fuse / Strip(" ", 1, 0) that drops the text's first space. Merges learned on pydoc text."""
+    import json
+
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from iclr26_core.corpus import pydoc_text
+
+    learner = Tokenizer(models.BPE())
+    learner.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="\u2581", prepend_scheme="always", split=True
+    )
+    lines = pydoc_text("train")[:60_000].split("\n")
+    learner.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=700, show_progress=False))
+    learned = json.loads(learner.to_str())["model"]
+    specials = ["<unk>", "<s>", "</s>"]
+    vocab = {t: i for i, t in enumerate(specials + [f"<0x{b:02X}>" for b in range(256)])}
+    for t in sorted(learned["vocab"], key=learned["vocab"].get):
+        vocab.setdefault(t, len(vocab))
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in learned["merges"]]
+    tok = Tokenizer(
+        models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True)
+    )
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
+    tok.add_special_tokens(specials)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
