@@ -100,3 +100,44 @@ def sp_tokenizer():
     )
     tok.add_special_tokens(specials)
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def _filter_vs_whole(lm, n_prefixes: int, seed: int = 0) -> dict:
+    """The local canonical filter against the whole-prefix re-tokenisation on every admissible candidate after
+    ``n_prefixes`` canonical prefixes of real text; candidates that leave a UTF-8 character pending (accepted
+    provisionally, checked once complete) are counted apart. Returns the counts and the disagreements."""
+    import torch
+
+    from iclr26_calgacus.canonical import CoverFilter
+    from iclr26_core.corpus import pydoc_text
+
+    filt = CoverFilter(lm, canonical=True)
+    text = pydoc_text("validation")
+    vocab = torch.nonzero(lm.admissible_mask()).flatten().tolist()
+    rng = random.Random(seed)
+    out = {"prefixes": 0, "compared": 0, "accepted": 0, "pending": 0, "pending_whole": 0, "disagree": []}
+    while out["prefixes"] < n_prefixes:
+        start = rng.randrange(len(text) - 300)
+        ids = lm.encode_text(text[start : start + 150])
+        prefix = ids[: rng.randrange(1, len(ids))]
+        if lm.encode_text(lm.decode_ids(prefix)) != prefix:
+            continue
+        out["prefixes"] += 1
+        for v, local in zip(vocab, filt.many(prefix, vocab)):
+            full = lm.decode_ids([*prefix, v])
+            whole = lm.encode_text(full) == [*prefix, v]
+            if full.endswith("\ufffd"):
+                out["pending"] += 1
+                out["pending_whole"] += whole
+                continue
+            out["compared"] += 1
+            out["accepted"] += whole
+            if local != whole:
+                out["disagree"].append((lm.decode_ids(prefix[-3:]), lm.decode_ids([v])))
+    return out
+
+
+@pytest.fixture(scope="session")
+def filter_vs_whole():
+    """``filter_vs_whole(lm, n_prefixes, seed=0)``: see `_filter_vs_whole`."""
+    return _filter_vs_whole

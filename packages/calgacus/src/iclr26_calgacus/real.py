@@ -136,7 +136,7 @@ def run_real(cfg: Any, ctx: Any, lm: Any) -> Results:
     tokens = sum(r["n"] for r in rows)
     rate = lambda k: _mean([float(r[k]) for r in rows])  # noqa: E731
     c1 = claim_c1(
-        {"smollm2": rate("exact")}, {"smollm2": rate("equal_len")}, {"smollm2": rate("text_exact")}, None,
+        {"main": rate("exact")}, {"main": rate("equal_len")}, {"main": rate("text_exact")}, None,
         transport=f"through files, {len(rows)} covers ({len(HOSTILE)} hostile); decoded from the text file",
     )  # fmt: skip
     c1.note += (
