@@ -239,8 +239,14 @@ def test_moefy_refuses_what_it_cannot_split():
 
 
 # --------------------------------------------------------------------------------- the real models (slow)
+@pytest.fixture
+def user_cache(monkeypatch):
+    """The real models live in the user's cache (converted once per machine), not the tests' temporary one."""
+    monkeypatch.delenv("ICLR26_CACHE", raising=False)
+
+
 @pytest.mark.slow
-def test_smollm2_is_a_real_language_model():
+def test_smollm2_is_a_real_language_model(user_cache):
     from iclr26_core.corpus import token_blocks
     from iclr26_core.evaluation import perplexity
 

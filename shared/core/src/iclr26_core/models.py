@@ -214,6 +214,37 @@ def _resolve(name_or_path: str) -> str:
     return name_or_path
 
 
+def check_model_ref(name_or_path: str, transformers_folder: bool = True) -> None:
+    """Check a model reference without importing torch: ``tiny-*`` and ``smollm2`` pass; a local path must exist
+    (and, with ``transformers_folder``, hold a config.json); offline (the default, see
+    `iclr26_core.cli.offline_by_default`) a hub id must be in the local Hugging Face cache. One `UserError`
+    otherwise, in well under a second. Verbs check with ``transformers_folder=False``: their ``--model`` may be a
+    package's own checkpoint folder, which the verb then checks itself."""
+    import os
+
+    if name_or_path.startswith("tiny-") or name_or_path.lower() in PRETRAINED_ALIASES:
+        return
+    path = Path(name_or_path).expanduser()
+    if name_or_path.startswith((".", "/", "~")) or path.exists():
+        if transformers_folder:
+            _resolve(name_or_path)
+        elif not path.exists():
+            raise UserError(f"model path {name_or_path!r} does not exist: not a directory or a file")
+        return
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        from huggingface_hub import try_to_load_from_cache
+
+        try:
+            cached = try_to_load_from_cache(name_or_path, "config.json")
+        except ValueError:  # not a valid repo id
+            cached = None
+        if not isinstance(cached, str):
+            raise UserError(
+                f"model {name_or_path!r} is not a local folder and not in the Hugging Face cache; commands run "
+                "offline: set ICLR26_ONLINE=1 to download it, or pass a local folder (or smollm2 / tiny-llama)"
+            )
+
+
 def _load(auto_cls_name: str, name_or_path: str, **kwargs: Any):
     import transformers
 
@@ -228,7 +259,7 @@ def _load(auto_cls_name: str, name_or_path: str, **kwargs: Any):
     except OSError as exc:
         raise UserError(
             f"cannot load model {name_or_path!r}: not a local model directory and the hub is not reachable "
-            f"or has no such model ({str(exc).splitlines()[0]})"
+            f"or has no such model (downloads need ICLR26_ONLINE=1; {str(exc).splitlines()[0]})"
         ) from exc
 
 
