@@ -10,8 +10,10 @@ from iclr26_core.cli import Verb, paper_cli
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
+        dest="model_ref",  # checked by `commands.check_model` (the package's own 'tiny' names included)
         required=True,
-        help="local model dir, hub id, or 'tiny' (the package's char LM, trained once and cached)",
+        help="local model dir, hub id, smollm2, a .gguf file, or 'tiny' (the package's char LM, trained once "
+        "and cached)",
     )
     k = p.add_mutually_exclusive_group(required=True)
     k.add_argument("--key", help="the key prompt k (public-looking; sets the cover's topic and style)")

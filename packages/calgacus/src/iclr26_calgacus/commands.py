@@ -48,13 +48,22 @@ def _out(path: str) -> Path:
     return out
 
 
+def check_model(ref: str) -> None:
+    """Answer a wrong ``--model`` before torch is imported: the package's own ``tiny``/``tiny:<recipe>`` pass,
+    anything else goes through the core's check (a path must exist; offline, a hub id must be cached)."""
+    from iclr26_core.models import check_model_ref
+
+    if ref != "tiny" and not ref.startswith("tiny:"):
+        check_model_ref(ref, transformers_folder=False)
+
+
 def _lm(args: Any):
     import torch
 
     from .resolve import resolve_model
 
     t0 = time.perf_counter()
-    lm = resolve_model(args.model)
+    lm = resolve_model(args.model_ref)
     if hasattr(lm, "model"):
         if args.device.startswith("cuda") and not torch.cuda.is_available():
             raise UserError(f"--device {args.device}: no CUDA device is available")
@@ -90,6 +99,7 @@ def encode_cmd(args: Any) -> int:
     from .canonical import normalize
     from .protocol import encode
 
+    check_model(args.model_ref)
     secret = _read(args.secret_file, "secret")
     out = _out(args.out)
     if _ids_path(out).exists():
@@ -125,7 +135,7 @@ def encode_cmd(args: Any) -> int:
     }
     record = {  # the sender's record: also the secret's per-token ranks (where the cover degrades)
         **transport,
-        "model_arg": args.model,
+        "model_arg": args.model_ref,
         "ranks": st.ranks,
         "rejected_steps": st.rejected_steps,
         "n_tokens": st.n_tokens,
@@ -188,6 +198,7 @@ def decode_cmd(args: Any) -> int:
     from .canonical import normalize
     from .protocol import Stegotext, decode
 
+    check_model(args.model_ref)
     out = _out(args.out)
     key = _key(args)
     stego_path = Path(args.stego_file)
