@@ -28,9 +28,12 @@ def test_reproduce_smoke_writes_computed_report(tmp_path, tiny_smoke):
     assert c2["holds"] == (sum(ratios) / len(ratios) >= 0.8)
     c4 = next(c for c in m["claims"] if c["id"] == "C4")
     j = m["c4_judge"]
-    own = [j["own"][str(o)] for o in sorted(int(k) for k in j["own"])]
-    strong = j["strength"]["judge"] <= min(v for k, v in j["strength"].items() if k.startswith("order"))
-    assert c4["holds"] == (all(b > a for a, b in itertools.pairwise(own)) and strong)
+    steps = sorted(int(k) for k in j["score"])
+    score = [j["score"][str(n)] for n in steps]
+    enc = [j["strength"][f"steps{n}"] for n in steps]
+    strong = j["strength"]["judge"] <= min(enc) and all(b < a for a, b in itertools.pairwise(enc))
+    assert c4["holds"] == (all(b > a for a, b in itertools.pairwise(score)) and strong)
+    assert 0 <= m["main_copying"]["fraction"] <= 1
     c6 = next(c for c in m["claims"] if c["id"] == "C6")
     assert c6["holds"] == (m["c6"]["seconds_encode_decode"] <= 1.2 * m["c6"]["seconds_forward"])
     assert m["c6"]["round_trip"] and m["c6"]["forward_calls"] > 2 * m["c6"]["tokens"]

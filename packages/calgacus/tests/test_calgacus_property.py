@@ -3,47 +3,14 @@ literal special-token strings — through a byte-level BPE (which can spell any 
 the ids, and through the text whenever ``text_exact`` is true. Plus the local canonical filter against the
 whole-prefix check it replaces."""
 
-import base64
-import hashlib
 import random
 import warnings
 
 import pytest
-import torch
 
 from iclr26_calgacus import CharNGramLM, HFRankLM, decode, encode
 from iclr26_calgacus.canonical import CoverFilter
 from iclr26_calgacus.protocol import CalgacusWarning
-
-PIECES = {
-    "hash": lambda r: hashlib.sha256(r.randbytes(16)).hexdigest()[: r.randint(8, 64)],
-    "b64": lambda r: base64.b64encode(r.randbytes(r.randint(3, 24))).decode(),
-    "code": lambda r: r.choice(
-        [
-            "def f(x):\n    return x**2 + 1  # ok\n",
-            "for (int i = 0; i < n; ++i) { a[i] = b[i] ^ 0xFF; }",
-            'print(f"{value!r:>10}")\t',
-            "SELECT * FROM users WHERE id = '42';",
-            '<div class="a">&nbsp;</div>\r\n',
-        ]
-    ),
-    "url": lambda r: (
-        f"https://ex{r.randint(0, 99)}.org/p/{r.randbytes(3).hex()}?q=a+b&id={r.randint(0, 10**6)}#x"
-    ),
-    "emoji": lambda r: "".join(
-        r.choice(["😀", "👍🏽", "👨‍👩‍👧", "🇫🇷", "🧪", "✓", "❤️"]) for _ in range(r.randint(1, 4))
-    ),
-    "scripts": lambda r: r.choice(
-        ["Привет мир", "Γειά σου", "漢字かなカナ", "مرحبا", "नमस्ते", "שלום", "한국어", "Ωμέγα"]
-    ),
-    "prose": lambda r: r.choice(["The secret is here. ", "meet at noon", " and then,", "\n\n", "   "]),
-    "special": lambda r: r.choice(["<|endoftext|>", "<pad>", "<unk>"]),
-    "control": lambda r: r.choice(["\x00", "\x1b[0m", "\u200b", "\ufffd", "\t\t"]),
-}
-
-
-def random_secret(rng: random.Random) -> str:
-    return "".join(rng.choice(list(PIECES.values()))(rng) for _ in range(rng.randint(1, 3)))
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +26,7 @@ def bpe_models():
 
 
 @pytest.mark.parametrize("name,n", [("bpe-3gram", 10), ("bpe-gpt2", 2)])
-def test_every_secret_round_trips(bpe_models, name, n):
+def test_every_secret_round_trips(bpe_models, random_secret, name, n):
     lm = bpe_models[name]
     rng = random.Random(f"calgacus-{name}")
     key, prefix = "The for statement is used to iterate:", "A text:"
@@ -104,32 +71,12 @@ def test_ordinary_prose_covers_are_text_exact(bpe_models):
     assert clean >= 3, clean
 
 
-def test_local_filter_equals_whole_prefix_check(bpe_models):
+def test_local_filter_equals_whole_prefix_check(bpe_models, filter_vs_whole):
     """On canonical prefixes of real text the local (last-word) filter decides exactly as the whole-prefix
     re-tokenisation, except for byte tokens that leave a UTF-8 character pending (accepted provisionally)."""
-    from iclr26_core.corpus import pydoc_text
-
-    lm = bpe_models["bpe-3gram"]
-    filt = CoverFilter(lm, canonical=True)
-    text = pydoc_text("validation")
-    vocab = torch.nonzero(lm.admissible_mask()).flatten().tolist()
-    rng = random.Random(0)
-    checked = pending = 0
-    while checked < 6:
-        start = rng.randrange(len(text) - 300)
-        ids = lm.encode_text(text[start : start + 150])
-        prefix = ids[: rng.randrange(1, len(ids))]
-        if lm.encode_text(lm.decode_ids(prefix)) != prefix:
-            continue
-        checked += 1
-        for v, local in zip(vocab, filt.many(prefix, vocab)):
-            whole = lm.encode_text(lm.decode_ids([*prefix, v])) == [*prefix, v]
-            if lm.decode_ids([*prefix, v]).endswith("\ufffd"):
-                pending += 1
-                assert not whole
-                continue
-            assert local == whole, (lm.decode_ids(prefix[-3:]), lm.decode_ids([v]))
-    assert pending > 0
+    got = filter_vs_whole(bpe_models["bpe-3gram"], 6)
+    assert got["disagree"] == [] and got["compared"] > 2000
+    assert got["pending"] > 0 and got["pending_whole"] == 0
 
 
 def test_one_forced_step_does_not_reject_the_rest(bpe_models):

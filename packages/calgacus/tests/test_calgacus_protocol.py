@@ -168,7 +168,7 @@ def test_declared_line_endings():
 def test_ngram_key_acts_through_its_last_symbols_only():
     """Documented limitation (issue 16): a char n-gram sees only the last order-1 key characters, so a wrong
     key that ends like the right one decodes the secret; and its cover copies the secret once synchronised."""
-    from iclr26_calgacus.cases import copied_from
+    from iclr26_calgacus.cases import aligned_copy
     from iclr26_core.corpus import pydoc_text
 
     lm = CharNGramLM(order=3).fit([pydoc_text("train")[:20000]])
@@ -177,8 +177,17 @@ def test_ngram_key_acts_through_its_last_symbols_only():
         st = encode(secret, "A key that ends in: ", lm)
     with pytest.warns(CalgacusWarning):
         assert decode(st.text, "Totally different, but: ", lm) == secret  # same last 2 characters
-    cut = copied_from(st.text, secret)
-    assert cut < len(secret) and st.text[cut:] == secret[cut:]  # the cover's tail is the secret verbatim
+    frac, longest = aligned_copy(lm.encode_text(st.text), lm.encode_text(secret), min_run=4)
+    assert longest >= 4 and frac > 0 and st.text[-longest:] == secret[-longest:]  # the tail, verbatim
+
+
+def test_aligned_copy_counts_verbatim_runs():
+    from iclr26_calgacus.cases import aligned_copy
+
+    cover, secret = list("abcXefghYZ"), list("abcdefghij")  # runs: abc (3), efgh (4)
+    assert aligned_copy(cover, secret, min_run=4) == (0.4, 4)
+    assert aligned_copy(cover, secret, min_run=3) == (0.7, 4)
+    assert aligned_copy(list("xyz"), list("abc"), 1) == (0.0, 0)
 
 
 def test_bad_inputs(char_models):

@@ -6,6 +6,7 @@ Public API (imported lazily, so ``import iclr26_calgacus`` does not import torch
     token_ranks, tokens_from_ranks, RankLM       the two primitives    (ranks.py)
     CoverFilter                                  canonical / whitespace filter (canonical.py)
     HFRankLM                                     transformers adapter  (hf.py)
+    resolve_model                                a RankLM from a model, path, "tiny" or .gguf (resolve.py)
     LlamaCppRankLM                               GGUF via llama-cpp-python (llamacpp.py, optional peer)
     CharNGramLM                                  Kneser–Ney n-gram LM  (ngram.py)
     ac_encode, ac_decode                         arithmetic-coding baseline (arithmetic.py)
@@ -27,7 +28,8 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
         "llamacpp": "LlamaCppRankLM",
         "arithmetic": "ac_encode ac_decode ArithmeticStegotext",
         "ranks": "token_ranks tokens_from_ranks RankLM rank_of token_at_rank CalgacusError",
-        "hf": "HFRankLM resolve_model",
+        "hf": "HFRankLM",
+        "resolve": "resolve_model",
         "ngram": "CharNGramLM",
         "tiny": "load_tiny",
         "config": "CalgacusConfig",

@@ -92,7 +92,7 @@ def ac_encode(
     max_tokens: int = 20000,
 ) -> ArithmeticStegotext:
     """Hide ``message`` in a cover that continues ``key`` (see the module docstring)."""
-    from .hf import resolve_model
+    from .resolve import resolve_model
 
     lm: RankLM = resolve_model(model, tokenizer)
     t0 = time.perf_counter()
@@ -130,7 +130,7 @@ def ac_encode(
 
 def ac_decode(ids: list[int], key: str, model: Any, tokenizer: Any = None, *, precision: int = 32) -> bytes:
     """Read the message back from the cover ``ids`` (same model, key and precision)."""
-    from .hf import resolve_model
+    from .resolve import resolve_model
 
     lm: RankLM = resolve_model(model, tokenizer)
     mask = lm.admissible_mask()

@@ -8,10 +8,17 @@ the cover *text* re-tokenises to the cover ids (``Stegotext.text_exact``). Both 
 **Canonical, locally** (spec, "No rank can overflow"). With a BPE tokenizer tok(detok(s)) may differ from
 s (re-merges: " the" + "me" → " theme"). Tokens never cross a pre-tokenised word, so only the last word can
 change when ``v`` is appended: the filter re-tokenises the *window* ``w = s_j..s_<i + [v]`` that starts at
-the last token of ``s_<i`` whose text begins with whitespace (a word start; at most ``window`` tokens
-back), or ``w = [v]`` when ``v`` begins with whitespace right after a token that ends in a non-space
-(a new word), and accepts ``v`` iff tok(detok(w)) == w; on a canonical prefix this is the whole-prefix
-check (tested). So one forced (rejected) step does not reject every later
+the last word start of ``s_<i`` (at most ``window`` tokens back), or ``w = [v]`` when ``v`` starts a word
+right after a token that ends in a non-space, and accepts ``v`` iff tok(detok(w)) == w; on a canonical
+prefix this is the whole-prefix check (tested on byte-level "Ġ" and SentencePiece "▁" tokenizers).
+
+Word starts are read from each token's text *in context*, ``decode(anchor + [t])`` minus the anchor's
+text (the anchor is the word "x"): " the" for "Ġthe" and for "▁the" alike, where ``decode([t])`` alone
+drops a "▁" token's space. A window inside the cover is decoded and re-tokenised after the anchor, so a
+tokenizer that prepends "▁" to a text and strips the first space on decode (Llama-2, Mistral, Gemma)
+treats it as it sits in the cover; a window at the cover's start is checked as the start of a text.
+
+So one forced (rejected) step does not reject every later
 candidate, as a whole-prefix check would. Byte-level tokens that end in an incomplete UTF-8 character
 (they decode to U+FFFD) are *pending*: ``v`` is accepted when the pending tail is the start of one
 character and the window without it re-tokenises to itself before a non-space character (so a whitespace
@@ -72,28 +79,48 @@ def fast_decode_many(tokenizer: Any, seqs: list[list[int]]) -> list[str] | None:
 class CoverFilter:
     """``accept(prefix, v)`` for the cover side; ``many(prefix, vs)`` classifies candidates in one batch."""
 
-    def __init__(self, lm: Any, canonical: bool, whitespace: str = "exact", window: int = 16) -> None:
+    def __init__(self, lm: Any, canonical: bool, whitespace: str = "exact", window: int = 64) -> None:
         self.lm = lm
         self.canonical = bool(canonical) and not getattr(lm, "bijective", False)
         self.no_cr = whitespace == "lf"
         self.window = int(window)
         self._texts: dict[int, str] = {}
+        self._anchor: list[int] | None = None
 
     @property
     def active(self) -> bool:
         return self.canonical or self.no_cr
 
+    @property
+    def anchor(self) -> list[int]:
+        """The ids of a one-letter word ("x") that ends in a non-space: windows that start at a word start
+        inside the cover are decoded and re-tokenised after it, so a tokenizer that marks or strips the
+        text's first space ("▁" SentencePiece: Prepend on encode, Strip on decode) sees the window as it
+        sits in the cover, not as the start of a text. Empty if "x" does not round-trip."""
+        if self._anchor is None:
+            ids = self.lm.encode_text("x")
+            self._anchor = ids if ids and self.lm.decode_ids(ids) == "x" else []
+        return self._anchor
+
     def token_text(self, t: int) -> str:
+        """The text token ``t`` adds after a word (``decode(anchor + [t])`` minus the anchor's text): " the"
+        for both "Ġthe" and "▁the", where ``decode([t])`` alone gives "the" for a "▁" vocabulary."""
         got = self._texts.get(t)
         if got is None:
-            got = self._texts[t] = self.lm.decode_ids([t])
+            a = self.anchor
+            got = self.lm.decode_ids([*a, t])[len(self.lm.decode_ids(a)) if a else 0 :]
+            self._texts[t] = got
         return got
 
+    def word_start(self, t: int) -> bool:
+        """Whether token ``t`` begins a pre-tokenised word: its text in context begins with whitespace."""
+        return self.token_text(t)[:1].isspace()
+
     def window_start(self, prefix: Sequence[int]) -> int:
-        """Index of the last word start in ``prefix`` (a token whose text begins with whitespace)."""
+        """Index of the last word start in ``prefix`` (at most ``window`` tokens back)."""
         lo = max(0, len(prefix) - self.window)
         for j in range(len(prefix) - 1, lo - 1, -1):
-            if self.token_text(prefix[j])[:1].isspace():
+            if self.word_start(prefix[j]):
                 return j
         return lo
 
@@ -104,14 +131,20 @@ class CoverFilter:
         ok = [not (self.no_cr and "\r" in self.token_text(v)) for v in vs]
         if not self.canonical:
             return ok
-        base = list(prefix[self.window_start(prefix) :])
+        j = self.window_start(prefix)
+        base = list(prefix[j:])
         # after a token that ends in a non-space (and no pending byte), a candidate that begins with
         # whitespace starts a new word on its own (nothing before it can re-merge with it)
         last = self.token_text(prefix[-1])[-1:] if prefix else ""
         ends_word = bool(last) and not last.isspace() and last != _PENDING
+        # a window inside the cover that starts at a word start is checked after the anchor word; one at
+        # the cover's start is checked as the start of a text (exactly the whole-prefix check)
+        a = self.anchor
+        base_anchor = a if j > 0 and base and self.word_start(base[0]) else []
         todo = [i for i, good in enumerate(ok) if good]
         windows: list[list[int] | None] = [
-            [vs[i]] if ends_word and self.token_text(vs[i])[:1].isspace() else [*base, vs[i]] for i in todo
+            [*a, vs[i]] if ends_word and self.word_start(vs[i]) else [*base_anchor, *base, vs[i]]
+            for i in todo
         ]
         texts = decode_many(self.lm, windows)
         head_len: dict[int, int] = {}  # pending windows: compare only the complete head

@@ -138,12 +138,19 @@ def encoder_judge_split(texts: list[str]) -> tuple[list[str], list[str]]:
     return enc, judge
 
 
-def copied_from(cover: str, secret: str) -> int:
-    """The first position from which the cover equals the secret to the end (``len(cover)`` if it never
-    does, ``0`` if the whole cover is the secret): a finite-context encoder's cover copies the secret once
-    its context matches the secret's (see ``ngram.py``)."""
-    n = len(cover)
-    i = n
-    while i > 0 and i <= len(secret) and cover[i - 1] == secret[i - 1]:
-        i -= 1
-    return i if n == len(secret) else n
+def aligned_copy(cover_ids: list[int], secret_ids: list[int], min_run: int = 8) -> tuple[float, int]:
+    """Copying of the secret into its cover, position by position (both have the same token length):
+    (fraction of cover tokens inside aligned verbatim runs ``cover[i:j] == secret[i:j]`` of at least
+    ``min_run`` tokens, longest such run)."""
+    runs, cur = [], 0
+    for a, b in zip(cover_ids, secret_ids):
+        if a == b:
+            cur += 1
+        elif cur:
+            runs.append(cur)
+            cur = 0
+    if cur:
+        runs.append(cur)
+    longest = max(runs, default=0)
+    n = max(len(cover_ids), 1)
+    return sum(r for r in runs if r >= min_run) / n, longest

@@ -10,8 +10,10 @@ from iclr26_core.cli import Verb, paper_cli
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
+        dest="model_ref",  # checked by `commands.check_model` (the package's own 'tiny' names included)
         required=True,
-        help="local model dir, hub id, or 'tiny' (the package's char LM, trained once and cached)",
+        help="local model dir, hub id, smollm2, a .gguf file, or 'tiny' (the package's char LM, trained once "
+        "and cached)",
     )
     k = p.add_mutually_exclusive_group(required=True)
     k.add_argument("--key", help="the key prompt k (public-looking; sets the cover's topic and style)")
@@ -36,7 +38,14 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _encode_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--secret-file", required=True, help="the secret text (UTF-8)")
+    p.add_argument("--secret-file", required=True, help="the secret text (UTF-8, read byte-exactly)")
+    p.add_argument(
+        "--lossy",
+        choices=["refuse", "warn"],
+        default="refuse",
+        help="a secret the tokenizer does not give back exactly (e.g. an NFC normaliser): refuse "
+        "(default) or encode what it gives back, with a warning",
+    )
     _common(p)
 
 

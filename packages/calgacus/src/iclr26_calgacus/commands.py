@@ -1,8 +1,15 @@
-"""The ``encode`` / ``decode`` verbs: read files, call the library, write the outputs atomically."""
+"""The ``encode`` / ``decode`` verbs: read files, call the library, write the outputs atomically.
+
+Texts travel **byte-exactly**: secrets, keys and stegotexts are read as bytes and decoded as strict UTF-8 (no
+newline translation: a ``\r`` or ``\r\n`` stays what it is), and written as UTF-8 bytes. ``text_exact`` in the
+records is computed on the bytes actually written (read back from the file), not on the string in memory.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -15,9 +22,21 @@ def _read(path: str, what: str) -> str:
     if not p.is_file():
         raise UserError(f"{what} file {path!r} does not exist")
     try:
-        return p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"{what} file {path!r} is not UTF-8 text") from None
+        return p.read_bytes().decode("utf-8")  # bytes: no newline translation, no locale encoding
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{what} file {path!r} is not UTF-8 text (byte {exc.start})") from None
+
+
+def write_exact(path: Path, text: str) -> None:
+    """Write ``text`` as UTF-8 bytes (no newline translation) through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _out(path: str) -> Path:
@@ -29,13 +48,22 @@ def _out(path: str) -> Path:
     return out
 
 
+def check_model(ref: str) -> None:
+    """Answer a wrong ``--model`` before torch is imported: the package's own ``tiny``/``tiny:<recipe>`` pass,
+    anything else goes through the core's check (a path must exist; offline, a hub id must be cached)."""
+    from iclr26_core.models import check_model_ref
+
+    if ref != "tiny" and not ref.startswith("tiny:"):
+        check_model_ref(ref, transformers_folder=False)
+
+
 def _lm(args: Any):
     import torch
 
-    from .hf import resolve_model
+    from .resolve import resolve_model
 
     t0 = time.perf_counter()
-    lm = resolve_model(args.model)
+    lm = resolve_model(args.model_ref)
     if hasattr(lm, "model"):
         if args.device.startswith("cuda") and not torch.cuda.is_available():
             raise UserError(f"--device {args.device}: no CUDA device is available")
@@ -66,10 +94,12 @@ def _ids_path(out: Path) -> Path:
 
 
 def encode_cmd(args: Any) -> int:
-    from iclr26_core.fs import atomic_write_text, write_json
+    from iclr26_core.fs import write_json
 
+    from .canonical import normalize
     from .protocol import encode
 
+    check_model(args.model_ref)
     secret = _read(args.secret_file, "secret")
     out = _out(args.out)
     if _ids_path(out).exists():
@@ -85,7 +115,15 @@ def encode_cmd(args: Any) -> int:
         trailer=args.trailer,
         transport="ids",
         whitespace=args.whitespace or "exact",
+        lossy=args.lossy,
     )
+    write_exact(out, st.text)
+    try:  # what the receiver will read: the file's bytes, not the string in memory
+        written = _read(str(out), "cover")
+        st.text_exact = written == st.text and lm.encode_text(normalize(written, st.whitespace)) == st.ids
+    except BaseException:
+        out.unlink(missing_ok=True)
+        raise
     transport = {  # what the receiver needs (no ranks: with the model they reveal the secret without k)
         **st.fingerprint,
         "admissible": st.admissible,
@@ -97,7 +135,7 @@ def encode_cmd(args: Any) -> int:
     }
     record = {  # the sender's record: also the secret's per-token ranks (where the cover degrades)
         **transport,
-        "model_arg": args.model,
+        "model_arg": args.model_ref,
         "ranks": st.ranks,
         "rejected_steps": st.rejected_steps,
         "n_tokens": st.n_tokens,
@@ -112,9 +150,13 @@ def encode_cmd(args: Any) -> int:
             "ms_per_token": 1000 * st.seconds / max(st.n_tokens, 1),
         },
     }
-    write_json(out.with_name(out.name + ".json"), record)
-    write_json(_ids_path(out), transport)
-    atomic_write_text(out, st.text)
+    try:
+        write_json(out.with_name(out.name + ".json"), record)
+        write_json(_ids_path(out), transport)
+    except BaseException:
+        for p in (out, out.with_name(out.name + ".json"), _ids_path(out)):
+            p.unlink(missing_ok=True)
+        raise
     print(
         f"wrote {out} ({st.n_tokens} tokens, mean secret rank {sum(st.ranks) / max(len(st.ranks), 1):.1f}, "
         f"cover log-prob {st.cover_logprob:.3f} nats/token, {st.seconds:.2f} s), {out.name}.json (your "
@@ -142,7 +184,7 @@ def _record_of(path: Path, raw: str) -> dict[str, Any]:
 def _sidecar(stego_path: Path) -> dict[str, Any] | None:
     for side in (_ids_path(stego_path), stego_path.with_name(stego_path.name + ".json")):
         if side.is_file():
-            return _record_of(side, side.read_text(encoding="utf-8"))
+            return _record_of(side, _read(str(side), "record"))
     return None
 
 
@@ -153,11 +195,10 @@ def _first_difference(lm: Any, got: list[int], want: list[int]) -> str:
 
 
 def decode_cmd(args: Any) -> int:
-    from iclr26_core.fs import atomic_write_text
-
     from .canonical import normalize
     from .protocol import Stegotext, decode
 
+    check_model(args.model_ref)
     out = _out(args.out)
     key = _key(args)
     stego_path = Path(args.stego_file)
@@ -211,6 +252,6 @@ def decode_cmd(args: Any) -> int:
             whitespace=ws,
             trailer=args.trailer if args.trailer is not None else record.get("trailer"),
         )
-    atomic_write_text(out, secret)
+    write_exact(out, secret)
     print(f"wrote {out} ({len(secret)} characters, {time.perf_counter() - t0:.2f} s)")
     return 0

@@ -12,7 +12,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cases import Case, char_error_rate, copied_from, long_secret, replace_last_word
+from .cases import Case, aligned_copy, char_error_rate, long_secret, replace_last_word
 from .claims import claim_c1, claim_c2, claim_c3, claim_c4, claim_c5, claim_c6
 from .protocol import CalgacusWarning, decode, encode, random_rank_text
 from .ranks import CalgacusError
@@ -28,8 +28,9 @@ class Setup:
     prefix: str
     main: Any  # the tiny char llama, or the user's model at scale=paper
     main_adm: str
-    encoders: dict[int, Any]  # C4 encoders: char Kneser-Ney n-grams on the encoders' half of the text
-    judge: Any  # C4 judge: a higher-order char n-gram on the other half
+    encoders: dict[int, Any]  # char Kneser-Ney n-grams (C1's short-context model, C5's contrast)
+    c4_encoders: dict[int, Any]  # C4: tiny char llama snapshots {steps: lm} on the encoders' half of the text
+    judge: Any  # C4 judge: a char Kneser-Ney n-gram on the other half
     bpe_lm: Any  # token 3-gram over the byte-level BPE vocabulary
     held_out: str  # held-out text for the models' strength (nats/char)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -139,44 +140,56 @@ def exp_c2_c3(s: Setup, main_runs: list[CaseRun]) -> tuple[Any, Any, dict[str, A
     return c2, c3, metrics, pooled
 
 
-def nats_per_symbol(lm: Any, text: str) -> float:
-    """Held-out cross-entropy of ``lm`` on ``text`` (nats per token; per character for char models)."""
+def nats_per_symbol(lm: Any, text: str, block: int = 1024) -> float:
+    """Held-out cross-entropy of ``lm`` on ``text`` (nats per token; per character for char models), over
+    consecutive blocks of ``block`` tokens (each scored from its first token on, within the model's context)."""
     ids = lm.encode_text(text)
-    lps = lm.logprobs(ids[:1], ids[1:])
-    return -sum(lps) / len(lps)
+    total, n = 0.0, 0
+    for i in range(0, len(ids) - 1, block):
+        chunk = ids[i : i + block + 1]
+        lps = lm.logprobs(chunk[:1], chunk[1:])
+        total, n = total - sum(lps), n + len(lps)
+    return total / n
 
 
-def exp_c4(s: Setup, c1_top: list[CaseRun]) -> tuple[Any, dict[str, Any]]:
-    """Covers of char n-gram encoders of increasing order, judged by a stronger n-gram that never saw their
-    text. A finite-context encoder's cover turns into the secret verbatim once its context matches the
-    secret's (``ngram.py``); the judge scores each cover's own part, before that point."""
-    judge = s.judge
-    top = max(s.encoders)
-    own, full, copied, per_case = {}, {}, {}, {}
+def copying(lm: Any, runs: list[CaseRun], min_run: int) -> dict[str, float]:
+    """Aligned verbatim copying of the secret in the covers (token positions), averaged over ``runs``."""
+    got = [aligned_copy(lm.encode_text(r.cover), lm.encode_text(r.secret), min_run) for r in runs]
+    return {
+        "fraction": sum(f for f, _ in got) / max(len(got), 1),
+        "longest": max((n for _, n in got), default=0),
+        "min_run": min_run,
+    }
+
+
+def exp_c4(s: Setup, main_runs: list[CaseRun]) -> tuple[Any, dict[str, Any]]:
+    """Encoders of increasing strength with long context — snapshots of one tiny char llama training run
+    (on the encoders' half of the text) after more and more steps — hide the first ``c4_chars`` characters
+    of the same secrets under the same keys; a fixed, stronger judge (a char Kneser-Ney n-gram fitted on the
+    other half) scores every cover on the same span (the whole cover: equal lengths). Copying of the secret
+    is measured as aligned verbatim runs, for the encoders and for the main model's C1 covers."""
+    judge, n = s.judge, min(int(s.cfg.c4_cases), len(s.cases))
+    chars, min_run = int(s.cfg.c4_chars), int(s.cfg.copy_min_run)
     strength: dict[str, Any] = {"judge": nats_per_symbol(judge, s.held_out), "judge_order": judge.order}
-    for o, lm in s.encoders.items():
-        strength[f"order{o}"] = nats_per_symbol(lm, s.held_out)
-        if o == top:
-            covers = [r.cover for r in c1_top]
-        else:
-            with short_context_ok():
-                it = s.ctx.progress(s.cases, total=len(s.cases), desc=f"C4 char {o}-gram")
-                covers = [encode(c.secret, c.key, lm, secret_prefix=s.prefix).text for c in it]
-        scores_own, scores_full, frac = [], [], []
-        for case, cover in zip(s.cases, covers):
-            lps = judge.logprobs(judge.encode_text(case.key), judge.encode_text(cover))
-            cut = copied_from(cover, case.secret)
-            scores_full.append(sum(lps) / len(lps))
-            frac.append(1 - cut / len(cover))
-            if cut:
-                scores_own.append(sum(lps[:cut]) / cut)
-        own[o] = sum(scores_own) / max(len(scores_own), 1) if scores_own else float("-inf")
-        full[o] = sum(scores_full) / len(scores_full)
-        copied[o] = sum(frac) / len(frac)
-        per_case[o] = {"own": scores_own, "full": scores_full, "copied": frac}
-    claim = claim_c4(own, full, copied, strength)
-    metrics = {"c4_judge": {"own": own, "whole": full, "copied": copied, "strength": strength}}
-    metrics["c4_per_case"] = per_case
+    scores, copied, per_case = {}, {}, {}
+    for steps, lm in s.c4_encoders.items():
+        strength[f"steps{steps}"] = nats_per_symbol(lm, s.held_out)
+        runs, per = [], []
+        for case in s.ctx.progress(s.cases[:n], total=n, desc=f"C4 encoder after {steps} steps"):
+            secret = case.secret[:chars]
+            st = encode(secret, case.key, lm, secret_prefix=s.prefix, admissible="all")
+            lps = judge.logprobs(judge.encode_text(case.key), judge.encode_text(st.text))
+            per.append(sum(lps) / len(lps))
+            runs.append(CaseRun(secret, case.key, st.text, None, False, True, True, st.n_tokens))
+        scores[steps], per_case[steps] = sum(per) / len(per), per
+        copied[steps] = copying(lm, runs, min_run)["fraction"]
+    main_copy = copying(s.main, main_runs, min_run)
+    claim = claim_c4(scores, copied, strength, main_copy, chars)
+    metrics = {
+        "c4_judge": {"score": scores, "copied": copied, "strength": strength, "span_chars": chars},
+        "c4_per_case": per_case,
+        "main_copying": main_copy,
+    }
     return claim, metrics
 
 

@@ -1,4 +1,4 @@
-"""`HFRankLM`: any `transformers` causal LM as a Calgacus `RankLM`, and `resolve_model`.
+"""`HFRankLM`: any `transformers` causal LM as a Calgacus `RankLM`.
 
 The incremental session runs one token per forward call with the model's KV cache, batch 1,
 ``torch.inference_mode`` and deterministic algorithms, and returns float32 logits ``[V]``. Ranks and
@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .ranks import CalgacusError, RankLM
+from .ranks import CalgacusError
 
 
 @contextlib.contextmanager
@@ -219,29 +219,3 @@ class HFRankLM:
             "tokenizer_sha256": h,
             "vocab_size": self.vocab_size,
         }
-
-
-def resolve_model(model: Any, tokenizer: Any = None) -> RankLM:
-    """A `RankLM` from a `RankLM`, a `transformers` model (+ tokenizer), ``"tiny"``, a ``.gguf`` file
-    (llama-cpp-python) or a path/hub id."""
-    if isinstance(model, str):
-        if model == "tiny" or model.startswith("tiny:"):
-            from .tiny import load_tiny
-
-            return load_tiny(model.partition(":")[2] or "default")
-        if model.endswith(".gguf"):
-            from .llamacpp import LlamaCppRankLM
-
-            return LlamaCppRankLM(model)
-        from iclr26_core.models import load_causal_lm, load_tokenizer
-
-        tok = tokenizer if tokenizer is not None else load_tokenizer(model)
-        return HFRankLM(load_causal_lm(model), tok, name=model)
-    if hasattr(model, "session") and hasattr(model, "admissible_mask"):
-        return model
-    if hasattr(model, "config") and hasattr(model, "forward"):
-        return HFRankLM(model, tokenizer)
-    raise CalgacusError(
-        f"cannot use a {type(model).__name__} as a language model "
-        "(give a transformers model + tokenizer, a path/hub id, 'tiny' or a RankLM)"
-    )

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .canonical import WHITESPACE, CoverFilter, normalize
-from .hf import resolve_model
 from .ranks import CalgacusError, RankLM, token_ranks, tokens_from_ranks
+from .resolve import resolve_model
 
 ADMISSIBLE = ("all", "canonical")
 TRANSPORTS = ("text", "ids")
+LOSSY = ("refuse", "warn")
 
 
 class CalgacusWarning(UserWarning):
@@ -117,6 +118,23 @@ def _text_ids(lm: RankLM, text: str, what: str) -> list[int]:
     return ids
 
 
+def _check_round_trip(lm: RankLM, text: str, ids: list[int], lossy: str) -> None:
+    """Refuse (or warn about) a secret the tokenizer does not give back: detok(tok(e)) != e (a normaliser,
+    e.g. NFC turning "e\u0301" into "é", or a pre-tokeniser that drops a space), which decode could never
+    return."""
+    back = lm.decode_ids(ids)
+    if back == text:
+        return
+    i = next((i for i, (a, b) in enumerate(zip(back, text)) if a != b), min(len(back), len(text)))
+    msg = (
+        f"the tokenizer does not round-trip the secret: from character {i}, {text[i : i + 8]!r} comes back "
+        f"as {back[i : i + 8]!r}, so decode would return the altered text"
+    )
+    if lossy == "refuse":
+        raise CalgacusError(msg + "; normalise the secret first (e.g. unicodedata.normalize('NFC', s))")
+    warnings.warn(msg, CalgacusWarning, stacklevel=3)
+
+
 def _check_length(lm: RankLM, n: int, *contexts: list[int]) -> None:
     if lm.max_positions is None:
         return
@@ -154,6 +172,7 @@ def encode(
     trailer: str | None = None,
     transport: str = "text",
     whitespace: str = "exact",
+    lossy: str = "refuse",
 ) -> Stegotext:
     """Hide ``secret`` in a cover text of the same token length that continues ``key`` under ``model``.
 
@@ -161,12 +180,16 @@ def encode(
     ``admissible="canonical"`` ranks cover candidates whose text re-tokenises exactly first (BPE);
     ``whitespace="lf"`` declares that the receiver reads CR LF / CR as LF (the cover avoids CR).
     ``trailer`` (e.g. ``".\\n\\n"``) is appended to the secret before encoding (so the cover ends naturally)
-    and stripped by `decode` with the same ``trailer``. Every secret the tokenizer can represent is
+    and stripped by `decode` with the same ``trailer``. A secret the tokenizer does not give back
+    (detok(tok(e)) != e, e.g. under an NFC normaliser) is refused (``lossy="refuse"``, a `CalgacusError`)
+    or encoded with a `CalgacusWarning` (``lossy="warn"``). Every secret the tokenizer can represent is
     encoded; when the cover text does not re-tokenise exactly (``text_exact`` False) and
     ``transport="text"``, a `CalgacusWarning` says to send ``Stegotext.ids`` instead.
     """
     if transport not in TRANSPORTS:
         raise CalgacusError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
+    if lossy not in LOSSY:
+        raise CalgacusError(f"lossy must be one of {', '.join(LOSSY)}, got {lossy!r}")
     lm = resolve_model(model, tokenizer)
     accept = _filter(lm, admissible, whitespace)
     _warn_short_context(lm, key, secret_prefix)
@@ -174,6 +197,7 @@ def encode(
     key_ids = _prompt_ids(lm, key, "key")
     prefix_ids = _prompt_ids(lm, secret_prefix, "secret prefix")
     x = _text_ids(lm, secret + (trailer or ""), "secret")
+    _check_round_trip(lm, secret + (trailer or ""), x, lossy)
     _check_length(lm, len(x), key_ids, prefix_ids)
     ranks = token_ranks(lm, prefix_ids, x)
     lps: list[float] = []

@@ -3,8 +3,8 @@
 Setup (spec): 20 held-out pydoc paragraphs as secrets, keys from other held-out topics; the main model is the
 package's tiny char-level llama (or ``model`` at scale=paper). C1 also runs a char Kneser–Ney 5-gram and a
 token 3-gram over a byte-level BPE vocabulary (``admissible="canonical"``); C4 compares char n-gram encoders
-of order 2, 3, 5 trained on one half of the training text under a stronger n-gram judge trained on the
-other half. One function per claim lives in ``experiments.py``; every verdict is computed from the
+of increasing strength (snapshots of one tiny char llama training run on one half of the training text)
+under a fixed, stronger n-gram judge trained on the other half. One function per claim lives in ``experiments.py``; every verdict is computed from the
 measured numbers with the rule in ``claims.py``.
 """
 
@@ -31,7 +31,7 @@ class Laps:
 
 
 def _main_lm(cfg: Any, ctx: Any):
-    from .hf import resolve_model
+    from .resolve import resolve_model
     from .tiny import load_tiny
 
     lm = resolve_model(str(cfg.model)) if cfg.model else load_tiny(str(cfg.tiny_recipe))
@@ -47,7 +47,7 @@ def build(cfg: Any, ctx: Any) -> Setup:
 
     from .cases import encoder_judge_split, make_cases
     from .ngram import CharNGramLM
-    from .tiny import tiny_alphabet
+    from .tiny import load_tiny_snapshots, tiny_alphabet
 
     cases = make_cases(
         int(cfg.n_cases), int(cfg.min_chars), int(cfg.max_chars), int(cfg.key_max_chars), ctx.seed
@@ -66,13 +66,17 @@ def build(cfg: Any, ctx: Any) -> Setup:
     bpe_lm = CharNGramLM(int(cfg.bpe_order), tokenizer=bpe, name=f"bpe{cfg.bpe_vocab}-{cfg.bpe_order}gram")
     bpe_lm.fit(list(ds["train"]["text"]) if not cfg.get("ngram_train_chars") else enc_text)
     held_out = "\n\n".join(ds["validation"]["text"])[: int(cfg.held_out_chars)]
+    ctx.log(f"C4 encoders: tiny char llama snapshots after {list(cfg.c4_steps)} steps (trained once, cached)")
+    c4 = load_tiny_snapshots(enc_text, list(cfg.c4_steps), recipe=str(cfg.c4_recipe))
+    for lm in c4.values():
+        lm.to(ctx.device)
     ctx.log(
         "note: the n-grams see only their last order-1 symbols, so they do not keep a key secret "
         "(C4 and C5 measure what follows); the main model is long-context"
     )
     return Setup(
         cfg=cfg, ctx=ctx, cases=cases, prefix=str(cfg.secret_prefix), main=main,
-        main_adm="all" if main.bijective else "canonical", encoders=encoders, judge=judge,
+        main_adm="all" if main.bijective else "canonical", encoders=encoders, c4_encoders=c4, judge=judge,
         bpe_lm=bpe_lm, held_out=held_out,
     )  # fmt: skip
 
@@ -80,6 +84,10 @@ def build(cfg: Any, ctx: Any) -> Setup:
 def run(cfg: Any, ctx: Any) -> Results:
     from .peers import bench, bench_table, peer_status
 
+    if str(cfg.scale.name) == "real":  # the protocol on a real LM (SmolLM2), real secrets, through files
+        from .real import run_real
+
+        return run_real(cfg, ctx, _main_lm(cfg, ctx))
     t_start, cpu_start = time.perf_counter(), time.process_time()
     lap = Laps(ctx)
     s = build(cfg, ctx)
@@ -89,7 +97,7 @@ def run(cfg: Any, ctx: Any) -> Results:
     c2, c3, m23, pooled = exp_c2_c3(s, runs["main"])
     lap("C2/C3")
     top = max(s.encoders)
-    c4, m4 = exp_c4(s, runs[f"char{top}gram"])
+    c4, m4 = exp_c4(s, runs["main"])
     lap("C4")
     c5, m5 = exp_c5(s, runs["main"], runs[f"char{top}gram"])
     lap("C5")

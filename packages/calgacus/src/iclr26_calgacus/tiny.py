@@ -57,15 +57,15 @@ def tiny_dir(recipe: str = "default") -> Path:
     return cache_dir("calgacus") / f"tiny-{recipe}-{h}"
 
 
-def train_tiny(recipe: str = "default", progress: bool = True):
-    """Train the tiny char LM with ``recipe``; returns (model, tokenizer, TrainResult)."""
+def train_tiny(recipe: str = "default", progress: bool = True, texts: list[str] | None = None, snapshots=()):
+    """Train the tiny char LM with ``recipe`` on ``texts`` (default: the pydoc training split); returns
+    (model, tokenizer, TrainResult, {step: state_dict} for each step in ``snapshots``)."""
     from iclr26_core.corpus import pydoc_dataset, token_blocks
     from iclr26_core.models import tiny_model
+    from iclr26_core.tokenizers import char_tokenizer
     from iclr26_core.train import TrainConfig, train_lm
 
     r = RECIPES[recipe]
-    from iclr26_core.tokenizers import char_tokenizer
-
     tok = char_tokenizer(tiny_alphabet())
     model = tiny_model(
         "llama",
@@ -79,16 +79,61 @@ def train_tiny(recipe: str = "default", progress: bool = True):
         num_key_value_heads=r.num_heads,
         max_position_embeddings=r.max_positions,
     )
-    ds = pydoc_dataset()
-    train = token_blocks(ds["train"]["text"], tok, r.seq_len)
+    texts = list(pydoc_dataset()["train"]["text"]) if texts is None else texts
+    train = token_blocks(texts, tok, r.seq_len)
+    states: dict[int, dict] = {}
+
+    def keep(step: int, loss: float) -> None:
+        if step + 1 in snapshots:
+            states[step + 1] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
     res = train_lm(
         model,
         train,
         None,
         # steps, batch_size, lr, warmup_steps and seed: the recipe's
         TrainConfig.from_section(r, device="cpu", progress=progress, desc=f"train tiny char LM ({recipe})"),
+        on_step=keep if snapshots else None,
     )
-    return model.eval(), tok, res
+    return model.eval(), tok, res, states
+
+
+def load_tiny_snapshots(texts: list[str], steps: list[int], recipe: str = "default", tag: str = "c4"):
+    """``{step: HFRankLM}``: snapshots of one training run of the tiny char LM (``recipe``, on ``texts``)
+    after each of ``steps`` optimizer steps — encoders of increasing strength. Trained once and cached
+    under ``<cache>/calgacus/tiny-<tag>-<recipe>-<hash>/step-<n>``."""
+    from transformers import PreTrainedTokenizerFast
+
+    from iclr26_core.cache import cache_dir
+    from iclr26_core.models import load_causal_lm
+
+    from .hf import HFRankLM
+
+    r = RECIPES[recipe]
+    steps = sorted(int(n) for n in steps)
+    if not steps or steps[0] < 1 or steps[-1] > r.steps:
+        raise CalgacusError(f"snapshot steps must lie in 1..{r.steps} for recipe {recipe!r}, got {steps}")
+    digest = hashlib.sha256(json.dumps([asdict(r), tiny_alphabet(), steps, texts]).encode()).hexdigest()[:12]
+    path = cache_dir("calgacus") / f"tiny-{tag}-{recipe}-{digest}"
+    if not (path / f"step-{steps[-1]}" / "config.json").is_file():
+        model, tok, _, states = train_tiny(recipe, progress=False, texts=texts, snapshots=set(steps))
+        if path.exists() and not any(path.iterdir()):
+            path.rmdir()
+        if not path.exists():
+            with staged_dir(path) as tmp:
+                for n in steps:
+                    model.load_state_dict(states[n])
+                    model.save_pretrained(tmp / f"step-{n}")
+                    tok.save_pretrained(tmp / f"step-{n}")
+    out = {}
+    for n in steps:
+        d = str(path / f"step-{n}")
+        lm = HFRankLM(
+            load_causal_lm(d), PreTrainedTokenizerFast.from_pretrained(d), name=f"tiny:{tag}-step{n}"
+        )
+        lm.bijective = True
+        out[n] = lm
+    return out
 
 
 def load_tiny(recipe: str = "default", progress: bool = True):
@@ -101,7 +146,7 @@ def load_tiny(recipe: str = "default", progress: bool = True):
         raise CalgacusError(f"unknown tiny recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     path = tiny_dir(recipe)
     if not (path / "config.json").is_file():
-        model, tok, res = train_tiny(recipe, progress=progress)
+        model, tok, res, _ = train_tiny(recipe, progress=progress)
         if path.exists() and not any(path.iterdir()):
             path.rmdir()  # an empty leftover
         if not path.exists():  # else another process finished first
