@@ -58,8 +58,13 @@ def main() -> int:
         elif not status.startswith(expect):
             bad.append(f"README row {slug!r}: says {status[:40]!r}, its README's table gives {expect!r}")
     if len(rows) != 19:
-        bad.append(f"README: the table of papers has {len(rows)} rows, expected 19 ({len(table)} table lines)")
-    print("\n".join(bad) or f"README table ok: {len(rows)} papers, each row's counts = its README's claims table")
+        bad.append(
+            f"README: the table of papers has {len(rows)} rows, expected 19 ({len(table)} table lines)"
+        )
+    print(
+        "\n".join(bad)
+        or f"README table ok: {len(rows)} papers, each row's counts = its README's claims table"
+    )
     return 1 if bad else 0
 
 

@@ -236,8 +236,8 @@ def check_model_ref(name_or_path: str, transformers_folder: bool = True) -> None
 
         try:
             cached = try_to_load_from_cache(name_or_path, "config.json")
-        except ValueError:  # not a valid repo id
-            cached = None
+        except ValueError:  # not a hub id (a package's own name, e.g. "tiny:smoke"): the caller judges it
+            return
         if not isinstance(cached, str):
             raise UserError(
                 f"model {name_or_path!r} is not a local folder and not in the Hugging Face cache; commands run "
