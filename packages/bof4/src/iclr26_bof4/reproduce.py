@@ -26,7 +26,7 @@ from iclr26_core.report import Claim, Results, pyplot, save_figure
 
 from .codebooks import codebook
 from .config import BOF4_VARIANTS, CODEBOOK_NAMES
-from .lloyd import derive_codebook
+from .derive import derive_codebook
 from .synthetic import DERIVE
 
 
