@@ -150,7 +150,8 @@ def test_umbrella_report_collects_latest_runs(tmp_path, monkeypatch):
     n_hold = sum(c["holds"] for c in json.loads((run / "metrics.json").read_text())["claims"])
     res = run_cli(umbrella_main, ["report"])
     assert res.code == 0, res.output
-    assert f"| fixture_paper | 0.0.0 | smoke | {n_hold}/1 |" in res.stdout
+    summary = f"{n_hold}/1 claims hold (scale=smoke: a plumbing check, not a result)"
+    assert f"| fixture_paper | 0.0.0 | smoke | {summary} |" in res.stdout
     assert (tmp_path / "runs" / "REPORT.md").read_text().count("# A fixture paper") == 1
 
 
@@ -270,3 +271,87 @@ def test_cli_args_builds_the_argv_a_user_types():
     )
     assert got == ["measure", "*.txt", "--model", "/m", "--seq-len", "12", "--fast", "--ks", "1", "2"]
     assert cli_args("list") == ["list"]
+
+
+# ------------------------------------------------------------------ workspace 0.3: one model key, one peers key
+def test_model_and_peers_aliases(main, tmp_path):
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    res = run_cli(main, ["configs", "show", f"model={folder}", "peers=true"])
+    assert res.code == 0, res.output
+    assert f"model: {folder}" in res.stdout and "bench: true" in res.stdout
+    assert "bench: false" in run_cli(main, ["configs", "show", "peers=false"]).stdout
+    assert_one_line_error(run_cli(main, ["configs", "show", "peers=maybe"]), "peers must be true or false")
+
+
+def test_wrong_model_path_answers_at_once_without_torch(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); from fixture_paper.cli import main; "
+        "code = main(sys.argv[1:]); print('torch' in sys.modules); sys.exit(code)"
+    )
+    for argv in (["reproduce", "model=./does-not-exist"], ["hello", "--name", "x", "--model", "./nope"]):
+        t0 = time.perf_counter()
+        res = subprocess.run(
+            [sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert time.perf_counter() - t0 < 10  # < 2 s on an idle machine; a margin for a loaded one
+        assert res.returncode == 2 and "does not exist" in res.stderr and res.stdout.strip() == "False", res
+        assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_uncached_hub_id_fails_offline_at_once(main, monkeypatch, tmp_path):
+    import os
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty Hugging Face cache
+    monkeypatch.delenv("ICLR26_ONLINE", raising=False)
+    res = run_cli(main, ["hello", "--name", "x", "--model", "some-org/some-model"])
+    assert_one_line_error(res, "ICLR26_ONLINE=1")
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_papers_without_the_keys_say_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    from fixture_paper.cli import bare
+
+    assert_one_line_error(run_cli(bare, ["reproduce", "model=x"]), "takes no user model")
+    assert_one_line_error(run_cli(bare, ["reproduce", "peers=false"]), "no peers switch")
+
+
+def test_added_keys_are_refused_as_unknown_keys_are(main):
+    assert_one_line_error(run_cli(main, ["reproduce", "+nosuchkey=1"]), "unknown key 'nosuchkey'")
+    assert_one_line_error(run_cli(main, ["configs", "show", "+lm.typo=1"]), "unknown key 'lm.typo'")
+    assert "seed: 5" in run_cli(main, ["configs", "show", "++seed=5"]).stdout
+
+
+def test_reproduce_help_lists_scales_and_shared_keys(main):
+    out = run_cli(main, ["reproduce", "--help"]).stdout
+    assert "smoke   seconds: a plumbing check" in out and "cpu     the default: < 5 min" in out
+    assert "model=ID_OR_PATH" in out and "peers=true|false" in out and "(sets bench)" in out
+
+
+def test_smoke_is_labelled_a_plumbing_check(main, tmp_path):
+    res = run_cli(main, ["reproduce", "scale=smoke", f"out={tmp_path / 's'}"])
+    assert "plumbing check" in res.stdout and "since the command started" in res.stdout
+    assert "plumbing check" in (tmp_path / "s" / "report.md").read_text()
+    assert _metrics(tmp_path / "s")["plumbing_check"] is True
+    res = run_cli(main, ["reproduce", f"out={tmp_path / 'c'}"])  # scale=cpu: a result, no label
+    assert "plumbing" not in res.stdout and "plumbing_check" not in _metrics(tmp_path / "c")
+
+
+def test_claims_and_checks_are_counted_apart():
+    from iclr26_core.report import Claim, verdict_summary
+
+    rows = [
+        Claim("C1", "", 0, 0, True, ""),
+        Claim("C2", "", 0, 0, False, ""),
+        Claim("V1", "", 0, 0, True, ""),
+    ]
+    assert verdict_summary(rows, "cpu") == "1/2 claims hold, 1/1 checks pass"
+    dicts = [{"id": "C1", "holds": False}, {"id": "P1", "holds": True}]
+    assert verdict_summary(dicts, "smoke").startswith("0/1 claims hold, 1/1 checks pass (scale=smoke")

@@ -51,6 +51,7 @@ def add_sphere_arguments(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="atpt",
+    peers_key="bench",  # peers=true|false sets it
     title="A-TPT: Angular Diversity Calibration for Test-Time Prompt Tuning (ICLR 2026)",
     reproduce="iclr26_atpt.reproduce:run",
     verbs=[

@@ -92,6 +92,8 @@ def _codebook_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="bof4",
+    model_key="lm.model",  # model=<id or path> sets it (None: reproduce takes no user model)
+    peers_key="bench",  # peers=true|false sets it
     title="BOF4: block-wise optimal 4-bit float quantization (ICLR 2026)",
     description="NF4-compatible 4-bit codebooks with lower error, signed absmax (BOF4-S) and outlier-preserving "
     "quantisation (OPQ).",

@@ -53,6 +53,7 @@ def _answer_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="bolt",
+    peers_key='bench',  # peers=true|false sets it
     title="BOLT: decision-aligned distillation and budget-aware routing for multiple-choice QA (ICLR 2026)",
     description="Option-level decision distillation (ODD) from a cached teacher, and a calibrated router that "
     "spends extra inference (HR, tmRAG, QD) only where it pays.",

@@ -51,6 +51,7 @@ def _decode_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="calgacus",
+    model_key="model",  # model=<id or path> sets it (None: reproduce takes no user model)
     title="Calgacus: LLMs can hide text in other text of the same length (ICLR 2026)",
     reproduce="iclr26_calgacus.reproduce:run",
     verbs=[

@@ -56,6 +56,7 @@ def _consistency_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="cave",
+    peers_key="bench",  # peers=true|false sets it
     title="CAVE: concept-aware neural object volumes for explanations (ICLR 2026)",
     description="A 3D-aware image classifier whose logits are exact sums of concept contributions on the "
     "object's surface, and the 3D-Consistency metric for concept explanations.",

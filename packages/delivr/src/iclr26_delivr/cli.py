@@ -78,6 +78,7 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="delivr",
+    peers_key="bench",  # peers=true|false sets it
     title="DeLiVR: Differential Spatiotemporal Lie Bias for Efficient Video Deraining (ICLR 2026)",
     description="Video deraining with a transformer whose attention knows each frame's rotation.",
     reproduce="iclr26_delivr.reproduce:run",

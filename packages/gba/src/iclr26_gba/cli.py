@@ -126,6 +126,7 @@ def add_synthetic_arguments(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="gba",
+    peers_key="peers.enabled",  # peers=true|false sets it
     title="Taming Polysemanticity in LLMs: Group Bias Adaptation SAEs (ICLR 2026)",
     reproduce="iclr26_gba.reproduce:run",
     verbs=[

@@ -76,6 +76,7 @@ def add_close_gap_arguments(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="isoenergy",
+    peers_key="peers",  # peers=true|false sets it
     title="Cross-Modal Redundancy and the Geometry of Vision-Language Embeddings (Iso-Energy SAE-A, ICLR 2026)",
     reproduce="iclr26_isoenergy.reproduce:run",
     verbs=[

@@ -74,6 +74,7 @@ def add_track_arguments(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="nerve",
+    peers_key="peers",  # peers=true|false sets it
     title="NerVE: Nonlinear Eigenspectrum Dynamics in LLM Feed-Forward Networks",
     reproduce="iclr26_nerve.reproduce:run",
     verbs=[

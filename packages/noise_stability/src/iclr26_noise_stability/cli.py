@@ -71,6 +71,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="noise_stability",
+    peers_key="peers",  # peers=true|false sets it
     title="Noise Stability of Transformer Models (ICLR 2026)",
     description="Noise stability as a simplicity measure of transformers, its spectral-tail bounds, and the "
     "noise-stability regulariser that catalyses grokking.",

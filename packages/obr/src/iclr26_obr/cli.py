@@ -63,6 +63,8 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="obr",
+    model_key="lm.model",  # model=<id or path> sets it (None: reproduce takes no user model)
+    peers_key="bench",  # peers=true|false sets it
     title="OBR: Optimal Brain Restoration for joint quantization and sparsification of LLMs (ICLR 2026)",
     description="Training-free W4 + 50 % (or 2:4) sparse compression: the kept weights absorb the pruning error, "
     "then one half of them absorbs the quantisation error of the other, in closed form.",

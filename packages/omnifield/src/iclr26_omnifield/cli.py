@@ -45,6 +45,7 @@ def _pilot_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="omnifield",
+    peers_key="bench",  # peers=true|false sets it
     title="OmniField: Conditioned Neural Fields for Robust Multimodal Spatiotemporal Learning (ICLR 2026)",
     description="A continuity-aware neural field that reconstructs, interpolates and forecasts several "
     "correlated sensor fields from whatever sparse, noisy modalities are available.",

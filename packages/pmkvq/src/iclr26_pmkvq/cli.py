@@ -68,6 +68,8 @@ def _generate_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="pmkvq",
+    model_key="model.name",  # model=<id or path> sets it (None: reproduce takes no user model)
+    peers_key="bench",  # peers=true|false sets it
     title="PM-KVQ: progressive mixed-precision KV cache quantization for long-CoT LLMs (ICLR 2026)",
     description="A transformers KV cache that fits a byte budget per block by halving its bit-width "
     "16 -> 8 -> 4 -> 2 with an exact integer shift; budgets from a sensitivity-weighted 0/1 program; "

@@ -54,6 +54,7 @@ def _fps_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="qprompt",
+    peers_key="bench",  # peers=true|false sets it
     title="QPrompt-R1: Real-Time Reasoning for Domain-Generalized Semantic Segmentation via Group-Relative "
     "Query Alignment (ICLR 2026)",
     description="A ViT with learnable queries in its last block only, trained with GRQA.",

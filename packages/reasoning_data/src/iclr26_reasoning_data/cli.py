@@ -62,6 +62,8 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="reasoning_data",
+    model_key="model.name",  # model=<id or path> sets it (None: reproduce takes no user model)
+    peers_key="peers",  # peers=true|false sets it
     title="Front-Loading Reasoning: where reasoning data belongs in the training pipeline (ICLR 2026)",
     description="Token-controlled pretraining/SFT data-allocation studies on Hugging Face causal LMs.",
     reproduce="iclr26_reasoning_data.reproduce:run",

@@ -86,6 +86,7 @@ def _estimate_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="routing_game",
+    peers_key="bench",  # peers=true|false sets it
     title="Routing, Cascades, and User Choice for LLMs (ICLR 2026)",
     description="The Stackelberg game between an LLM provider that routes (and cascades) between a standard "
     "and a reasoning model and a user who re-prompts or abandons: best responses, the provider's optimum, the "

@@ -111,6 +111,8 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="safemoe",
+    model_key="model",  # model=<id or path> sets it (None: reproduce takes no user model)
+    peers_key="peers",  # peers=true|false sets it
     title="SafeMoE: safe fine-tuning of MoE LLMs by aligning harmful-input routing (ICLR 2026)",
     description="Keep an aligned MoE model's routing of harmful prompts in place during LoRA fine-tuning.",
     reproduce="iclr26_safemoe.reproduce:run",

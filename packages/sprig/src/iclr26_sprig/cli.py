@@ -63,6 +63,8 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
 
 app = paper_cli(
     slug="sprig",
+    model_key="lm.model",  # model=<id or path> sets it (None: reproduce takes no user model)
+    peers_key="bench",  # peers=true|false sets it
     title="SPRIG: system prompt optimisation by an edit-based genetic search (ICLR 2026)",
     description="One system prompt, built from a pool of components, that raises a model's accuracy across "
     "many tasks.",

@@ -34,8 +34,40 @@ from typing import Any
 
 from .configs import _config_groups, compose
 from .errors import UserError
+from .report import SMOKE_NOTE, verdict_summary
 
 ENTRY_POINT_GROUP = "iclr26.papers"
+ONLINE_ENV = "ICLR26_ONLINE"
+#: what each scale costs, for ``reproduce --help`` (a package's other scales say "see the package README")
+SCALE_TIMES = {
+    "smoke": "seconds: a plumbing check (tiny sizes, few steps); its verdicts mean nothing",
+    "cpu": "the default: < 5 min on a 2-core CPU, tiny random-init models",
+    "real": "the method on a real pretrained model (SmolLM2-135M / EfficientNet-Lite0), <= 15 min of CPU",
+    "paper": "the paper's own settings: real models, GPUs, hours",
+}
+
+
+def offline_by_default() -> None:
+    """Every command runs offline (``HF_HUB_OFFLINE=1``, and transformers'/datasets' own switches) unless the
+    user opts in with ``ICLR26_ONLINE=1``: a hub id that is not in the local cache fails at once, instead of
+    after minutes of retries. Set before huggingface_hub is imported (it reads the variables at import)."""
+    if os.environ.get(ONLINE_ENV, "") == "1":
+        return
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        os.environ[var] = "1"
+
+
+def since_process_start() -> float:
+    """Seconds since this process started (Linux: /proc; elsewhere since the core's CLI was imported)."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        start = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19]) / ticks
+        return float(Path("/proc/uptime").read_text().split()[0]) - start
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        return time.perf_counter() - _IMPORTED
+
+
+_IMPORTED = time.perf_counter()
 
 
 @dataclass
@@ -146,8 +178,15 @@ class PaperCLI:
         conf_module: str | None = None,
         dist: str | None = None,
         description: str = "",
+        model_key: str | None = None,
+        peers_key: str | None = None,
     ) -> None:
+        """``model_key``: the config key that ``model=<hub id or path>`` sets (e.g. ``lm.model``), None when
+        ``reproduce`` takes no user model; ``peers_key``: the boolean key that ``peers=true|false`` sets (e.g.
+        ``bench``), None when the package has no peers switch. Every package's CLI has the same two keys."""
         self.slug = slug
+        self.model_key = model_key
+        self.peers_key = peers_key
         self.title = title
         self.reproduce_ref = reproduce
         self.verbs = list(verbs)
@@ -180,19 +219,94 @@ class PaperCLI:
             help="reproduce the paper's claims (writes runs/<slug>/<time>/)",
             description="Reproduce the paper's claims. Overrides are hydra key=value pairs, "
             "e.g. scale=smoke seed=1 out=DIR device=cpu.",
+            epilog=self._reproduce_epilog(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        r.add_argument("overrides", nargs="*", metavar="key=value")
-        c = sub.add_parser("configs", help="list config groups or show the resolved config")
+        r.add_argument("overrides", nargs="*", metavar="key=value", help="optional overrides")
+        c = sub.add_parser(
+            "configs",
+            help="list config groups or show the resolved config",
+            description="`configs list`: the config groups and their options; `configs show [key=value ...]`: "
+            "the resolved config with optional overrides (the keys `reproduce` takes).",
+        )
         c.add_argument("action", choices=["list", "show"])
-        c.add_argument("overrides", nargs="*", metavar="key=value")
+        c.add_argument("overrides", nargs="*", metavar="key=value", help="optional overrides (configs show)")
         for verb in self.verbs:
             vp = sub.add_parser(verb.name, help=verb.help, description=verb.help)
             if verb.arguments is not None:
                 verb.arguments(vp)
         return p
 
+    def _reproduce_epilog(self) -> str:
+        """The scales and what each costs, the shared keys: read from the conf package's files (no torch)."""
+        try:
+            scales = _config_groups(self.conf_module).get("scale", [])
+        except ModuleNotFoundError:  # pragma: no cover - a package without configs
+            scales = []
+        order = {name: i for i, name in enumerate(SCALE_TIMES)}
+        lines = ["scales (scale=NAME):"]
+        for name in sorted(scales, key=lambda n: (order.get(n, len(order)), n)):
+            lines.append(f"  {name:<7} {SCALE_TIMES.get(name, 'see the package README')}")
+        lines.append("shared keys:")
+        if self.model_key:
+            lines.append(
+                f"  model=ID_OR_PATH   the model (sets {self.model_key}); offline unless ICLR26_ONLINE=1"
+            )
+        if self.peers_key:
+            lines.append(f"  peers=true|false   run the peer libraries side by side (sets {self.peers_key})")
+        lines.append("  out=DIR seed=N device=cpu|cuda|auto threads=N")
+        return "\n".join(lines)
+
+    def _aliased(self, overrides: Sequence[str]) -> list[str]:
+        """``model=`` and ``peers=`` onto the package's own keys; one clear line where a package has none."""
+        out = []
+        for ov in overrides:
+            key, sep, value = ov.partition("=")
+            bare = key.lstrip("+~")
+            if sep and bare == "model" and self.model_key != "model":
+                if not self.model_key:
+                    raise UserError(
+                        f"{self.prog} reproduce takes no user model (its miniature builds its own); see "
+                        f"`{self.prog} --help` for the verbs that take --model"
+                    )
+                ov = f"{self.model_key}={value}"
+            elif sep and bare == "peers" and self.peers_key != "peers":
+                if not self.peers_key:
+                    raise UserError(
+                        f"{self.prog} has no peers switch (its README says which peers it runs, and when)"
+                    )
+                if value.lower() not in ("true", "false"):
+                    raise UserError(f"override {ov!r}: peers must be true or false")
+                ov = f"{self.peers_key}={value.lower()}"
+            out.append(ov)
+        return out
+
+    def compose(self, overrides: Sequence[str] = ()) -> Any:
+        """The resolved ``reproduce`` config: aliases applied, a local model path checked (before torch)."""
+        from omegaconf import OmegaConf
+
+        overrides = self._aliased(overrides)
+        key = f"{self.model_key}="
+        if self.model_key and any(o.startswith(key) for o in overrides):
+            # a package whose model key holds a list (several models at scale=paper) takes model=X as [X]
+            rest = [o for o in overrides if not o.startswith(key)]
+            if OmegaConf.is_list(
+                OmegaConf.select(compose(self.conf_module, "reproduce", rest), self.model_key)
+            ):
+                overrides = [f"{key}[{o[len(key) :]}]" if o.startswith(key) else o for o in overrides]
+        cfg = compose(self.conf_module, "reproduce", overrides)
+        if self.model_key:
+            from .models import check_model_ref
+
+            ref = OmegaConf.select(cfg, self.model_key, default=None)
+            for one in ref if isinstance(ref, list | tuple) or OmegaConf.is_list(ref) else [ref]:
+                if isinstance(one, str):
+                    check_model_ref(one)
+        return cfg
+
     def __call__(self, argv: Sequence[str] | None = None) -> int:
         args = self.parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        offline_by_default()
         try:
             if args.command == "reproduce":
                 self.reproduce(args.overrides)
@@ -211,6 +325,11 @@ class PaperCLI:
     def _run_verb(self, verb: Verb, args: argparse.Namespace) -> int:
         from .runtime import THREADS_ENV, default_threads, folded_line, quiet, use_threads
 
+        ref = getattr(args, "model", None)
+        if isinstance(ref, str):
+            from .models import check_model_ref
+
+            check_model_ref(ref)  # a wrong path or an uncached hub id answers before torch is imported
         threads = default_threads(None) if os.environ.get(THREADS_ENV) else 0
         with use_threads(threads), quiet() as folded:
             code = int(load_ref(verb.run)(args) or 0)
@@ -228,7 +347,7 @@ class PaperCLI:
             return 0
         from omegaconf import OmegaConf
 
-        print(OmegaConf.to_yaml(compose(self.conf_module, "reproduce", overrides)), end="")
+        print(OmegaConf.to_yaml(self.compose(overrides)), end="")
         return 0
 
     def reproduce(self, overrides: Sequence[str] = ()) -> Path:
@@ -239,7 +358,7 @@ class PaperCLI:
         from .report import claims_table, peers_line, write_report
         from .runtime import folded_line, quiet, use_threads
 
-        cfg = compose(self.conf_module, "reproduce", overrides)
+        cfg = self.compose(overrides)
         scale = str(OmegaConf.select(cfg, "scale.name", default="?"))
         out = cfg.get("out") if "out" in cfg else None
         final = check_out_dir(out) if out else _new_run_dir(self.slug)
@@ -278,9 +397,13 @@ class PaperCLI:
                 command=command,
                 peers_missing=ctx.peers_not_installed,
             )
-        n_hold = sum(c.holds for c in results.claims)
+        if scale == "smoke":
+            print(SMOKE_NOTE)
         print(claims_table(results.claims))
-        print(f"\n{n_hold}/{len(results.claims)} claims hold · scale={scale} · {seconds:.1f} s · {final}")
+        print(
+            f"\n{verdict_summary(results.claims, scale)} · scale={scale} · {seconds:.1f} s in reproduce, "
+            f"{since_process_start():.1f} s since the command started · {final}"
+        )
         return final
 
 
@@ -332,6 +455,7 @@ def umbrella_main(argv: Sequence[str] | None = None) -> int:
     rep = sub.add_parser("report", help="one page with the latest report of every paper")
     rep.add_argument("--runs", default=os.environ.get("ICLR26_RUNS", "runs"), help="runs directory")
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    offline_by_default()
     try:
         if args.command == "list":
             papers = installed_papers()
@@ -384,10 +508,9 @@ def _report(runs: Path) -> int:
     for slug, run in latest:
         m = json.loads((run / "metrics.json").read_text())
         claims = m.get("claims", [])
-        n = sum(bool(c.get("holds")) for c in claims)
+        summary = verdict_summary(claims, str(m.get("scale")))
         lines.append(
-            f"| {slug} | {m.get('version')} | {m.get('scale')} | {n}/{len(claims)} | "
-            f"{m.get('seconds')} | {run} |"
+            f"| {slug} | {m.get('version')} | {m.get('scale')} | {summary} | {m.get('seconds')} | {run} |"
         )
         report = run / "report.md"
         if report.is_file():

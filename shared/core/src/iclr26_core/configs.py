@@ -58,6 +58,23 @@ def _check_types(base: Any, cfg: Any, overrides: Sequence[str], groups: dict[str
             raise UserError(f"override {ov!r}: {key} must be {_type_name(old)}, got {raw!r}")
 
 
+def _refuse_additions(base: Any, overrides: Sequence[str], groups: dict[str, list[str]]) -> None:
+    """``+key=value`` (hydra's "add a key") is refused for a key the config does not have, as an unknown
+    ``key=value`` is: a typo must not pass silently. ``++key=value`` on an existing key is a plain override."""
+    from omegaconf import OmegaConf
+
+    missing = object()
+    for ov in overrides:
+        key = ov.partition("=")[0]
+        if not key.startswith("+"):
+            continue
+        bare = key.lstrip("+")
+        if bare in groups or OmegaConf.select(base, bare, default=missing) is missing:
+            raise UserError(
+                f"bad override {ov!r}: unknown key {bare!r} (keys cannot be added; `configs show` lists them)"
+            )
+
+
 def compose(conf_module: str, config_name: str = "reproduce", overrides: Sequence[str] = ()) -> Any:
     """Compose ``<conf_module>/<config_name>.yaml`` with hydra and ``key=value`` overrides.
 
@@ -91,9 +108,12 @@ def compose(conf_module: str, config_name: str = "reproduce", overrides: Sequenc
             try:
                 group_ovs = [o for o in overrides if o.partition("=")[0].lstrip("+~") in groups]
                 base = hydra_compose(config_name=config_name, overrides=group_ovs)
+                _refuse_additions(base, overrides, groups)
                 cfg = hydra_compose(config_name=config_name, overrides=overrides)
             except (HydraException, OmegaConfBaseException) as exc:
                 msg = " ".join(str(exc).split()).split(" Config search path")[0]
+                if msg.startswith("Could not override") and "To append to your config use" in msg:
+                    msg = msg.split(". To append")[0] + ": unknown key (`configs show` lists the keys)"
                 for group, options in groups.items():
                     if group and f"'{group}'" in msg:
                         msg += f" (options for {group}: {', '.join(options)})"

@@ -194,7 +194,15 @@ def linear_targets(model: Any, skip: Any, within: Any = None, prefix: str = ""):
     return targets, skipped
 
 
+#: names that resolve to a real model served offline by `iclr26_core.pretrained` (converted once into the cache)
+PRETRAINED_ALIASES = ("smollm2", "smollm2-135m-instruct")
+
+
 def _resolve(name_or_path: str) -> str:
+    if name_or_path.lower() in PRETRAINED_ALIASES:
+        from .pretrained import smollm2
+
+        return str(smollm2(log=lambda msg: print(msg, flush=True)))
     path = Path(name_or_path).expanduser()
     looks_local = name_or_path.startswith((".", "/", "~")) or path.exists()
     if looks_local:
@@ -204,6 +212,32 @@ def _resolve(name_or_path: str) -> str:
             raise UserError(f"{name_or_path!r} is not a transformers model directory (no config.json)")
         return str(path)
     return name_or_path
+
+
+def check_model_ref(name_or_path: str) -> None:
+    """Check a model reference without importing torch: ``tiny-*`` and ``smollm2`` pass; a local path must be a
+    transformers folder; offline (the default, see `iclr26_core.cli.offline_by_default`) a hub id must be in the
+    local Hugging Face cache. One `UserError` otherwise, in well under a second."""
+    import os
+
+    if name_or_path.startswith("tiny-") or name_or_path.lower() in PRETRAINED_ALIASES:
+        return
+    path = Path(name_or_path).expanduser()
+    if name_or_path.startswith((".", "/", "~")) or path.exists():
+        _resolve(name_or_path)
+        return
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        from huggingface_hub import try_to_load_from_cache
+
+        try:
+            cached = try_to_load_from_cache(name_or_path, "config.json")
+        except ValueError:  # not a valid repo id
+            cached = None
+        if not isinstance(cached, str):
+            raise UserError(
+                f"model {name_or_path!r} is not a local folder and not in the Hugging Face cache; commands run "
+                "offline: set ICLR26_ONLINE=1 to download it, or pass a local folder (or smollm2 / tiny-llama)"
+            )
 
 
 def _load(auto_cls_name: str, name_or_path: str, **kwargs: Any):
@@ -220,12 +254,13 @@ def _load(auto_cls_name: str, name_or_path: str, **kwargs: Any):
     except OSError as exc:
         raise UserError(
             f"cannot load model {name_or_path!r}: not a local model directory and the hub is not reachable "
-            f"or has no such model ({str(exc).splitlines()[0]})"
+            f"or has no such model (downloads need ICLR26_ONLINE=1; {str(exc).splitlines()[0]})"
         ) from exc
 
 
 def load_causal_lm(name_or_path: str, **kwargs: Any):
-    """A causal LM from a local directory, a hub id (needs network or the HF cache) or ``tiny-<name>[:size]``."""
+    """A causal LM from a local directory, a hub id (needs network or the HF cache), ``smollm2`` (the real
+    SmolLM2-135M-Instruct, `iclr26_core.pretrained`) or ``tiny-<name>[:size]``."""
     return _load("AutoModelForCausalLM", name_or_path, **kwargs)
 
 

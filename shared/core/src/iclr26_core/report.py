@@ -80,6 +80,32 @@ def claims_table(claims: list[Claim]) -> str:
     return "\n".join(lines)
 
 
+SMOKE_NOTE = (
+    "scale=smoke is a plumbing check (tiny sizes, a few steps): the code ran end to end; the verdicts below "
+    "mean nothing about the paper (run scale=cpu, the default, for results)"
+)
+
+
+def is_claim(claim_id: str) -> bool:
+    """Rows whose id starts with "C" are the paper's claims; others (V1: a peer agrees, P1: a planted check ...)
+    are checks, counted apart."""
+    return str(claim_id).startswith("C")
+
+
+def verdict_summary(claims: Iterable[Any], scale: str = "") -> str:
+    """ "2/6 claims hold, 4/4 checks pass" (Claim objects or metrics.json dicts); at scale=smoke marked as a
+    plumbing check."""
+    rows = [(c["id"], bool(c["holds"])) if isinstance(c, dict) else (c.id, c.holds) for c in claims]
+    main = [h for i, h in rows if is_claim(i)]
+    checks = [h for i, h in rows if not is_claim(i)]
+    text = f"{sum(main)}/{len(main)} claims hold"
+    if checks:
+        text += f", {sum(checks)}/{len(checks)} checks pass"
+    if scale == "smoke":
+        text += " (scale=smoke: a plumbing check, not a result)"
+    return text
+
+
 def peers_line(slug: str, missing: Iterable[str]) -> str:
     """The one line for peer libraries that are not installed, or ``""`` when none is missing::
 
@@ -116,19 +142,21 @@ def write_report(
         "version": version,
         "scale": scale,
         "seconds": round(seconds, 2),
+        **({"plumbing_check": True} if scale == "smoke" else {}),
         "claims": [asdict(c) for c in results.claims],
         **({"peers_not_installed": peers_missing} if peers_missing else {}),
         **results.metrics,
     }
     write_json(run_dir / "metrics.json", metrics)
-    n_hold = sum(c.holds for c in results.claims)
     lines = [
         f"# {title}",
         "",
         f"`iclr26-{paper.replace('_', '-')}` {version} · scale `{scale}` · {seconds:.1f} s · "
-        f"{n_hold}/{len(results.claims)} claims hold",
+        f"{verdict_summary(results.claims, scale)}",
         "",
     ]
+    if scale == "smoke":
+        lines += [f"> {SMOKE_NOTE}.", ""]
     if command:
         lines += [f"Command: `{command}`", ""]
     lines += [claims_table(results.claims), ""]
