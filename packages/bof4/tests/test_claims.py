@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iclr26_bof4.reproduce import claim_c6
+from iclr26_bof4.claims import claim_c6
 
 
 def _arm(dppl: dict[str, float], mse: dict[str, float]) -> dict:
