@@ -69,20 +69,33 @@ def test_transformers_from_pretrained_builds_bof4_layers(packed):
         assert torch.equal(model(IDS).logits, expected)
 
 
-def test_plain_transformers_refuses_instead_of_random_weights(packed):
-    """A process that never imports iclr26_bof4: transformers names the unknown method and raises."""
-    folder, _ = packed
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    """Packed llama and qwen2 folders without OPQ outliers (the refusal does not depend on them)."""
+    folders = {}
+    for name, build in MODELS.items():
+        model = build()
+        apply_to_model(model, mode="packed", opq_q=None)
+        folders[name] = save_pretrained(model, tmp_path_factory.mktemp(f"plain-{name}") / "packed")
+    return folders
+
+
+def test_plain_transformers_refuses_instead_of_random_weights(both):
+    """One process that never imports iclr26_bof4 tries each folder: transformers names the unknown method and
+    raises for llama and for qwen2."""
     code = (
         "import sys, transformers\n"
-        "try:\n"
-        f"    transformers.AutoModelForCausalLM.from_pretrained({str(folder)!r})\n"
-        "except RuntimeError as exc:\n"
-        "    print('REFUSED', exc)\n"
-        "    sys.exit(0)\n"
-        "sys.exit('loaded a packed folder as plain Linear layers')\n"
+        "for folder in sys.argv[1:]:\n"
+        "    try:\n"
+        "        transformers.AutoModelForCausalLM.from_pretrained(folder)\n"
+        "    except RuntimeError as exc:\n"
+        "        print('REFUSED', folder)\n"
+        "        continue\n"
+        "    sys.exit('loaded a packed folder as plain Linear layers: ' + folder)\n"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "warning"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    args = [sys.executable, "-c", code, *(str(f) for f in both.values())]
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "REFUSED" in out.stdout
-    assert "Unknown quantization type, got bof4" in out.stderr + out.stdout
+    assert out.stdout.count("REFUSED") == len(both) == 2
+    assert (out.stderr + out.stdout).count("Unknown quantization type, got bof4") == 2
