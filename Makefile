@@ -29,7 +29,7 @@ endif
 WHEEL_SLUGS := $(if $(PAPER),$(PAPER),$(SLUGS))
 export UV
 
-.PHONY: help uv sync test test-slow lint reproduce build isolation wheels release ci clean
+.PHONY: help uv sync test test-slow lint reproduce build requirements isolation wheels release ci clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,19 +42,24 @@ uv: ## install uv (pip, into .venv-uv) if it is not on PATH
 sync: uv ## install every member and the dev tools into .venv (uv sync --locked)
 	$(UV) sync --locked --all-packages
 
-test: sync ## the tests of every member (or PAPER=<slug>), slow ones excluded
-	$(UV) run --no-sync pytest $(addsuffix /tests,$(MEMBERS)) $(PYTEST_ARGS)
+# both cores (pytest-xdist): each test module stays on one worker (--dist loadscope), so a module's shared
+# fixtures (one smoke run per test_cli.py) are built once; TEST_JOBS=1 runs in one process
+TEST_JOBS ?= 2
+test: sync ## the tests of every member (or PAPER=<slug>), slow ones excluded, on TEST_JOBS (2) processes
+	$(UV) run --no-sync pytest $(addsuffix /tests,$(MEMBERS)) $(if $(filter-out 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadscope) $(PYTEST_ARGS)
 
 # collects every member's tests in one session in the full environment (as `make test` does: no two test
 # modules or conftests clash; ~20 s CPU for 819 tests) and runs only the slow ones
 test-slow: sync ## only the tests marked slow (every member's tests collected together, in .venv)
 	$(UV) run --no-sync pytest $(addsuffix /tests,$(MEMBERS)) -m slow $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5: none selected
 
-lint: sync ## ruff check, ruff format --check, the CI workflow against the GitHub schema
+lint: sync ## ruff check, ruff format --check, the CI workflow schema, the README table, no import cycles, the layout contract
 	$(UV) run --no-sync ruff check .
 	$(UV) run --no-sync ruff format --check .
 	$(UV) run --no-sync check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(PYTHON) scripts/check_readme.py
+	$(PYTHON) scripts/check_imports.py
+	$(PYTHON) scripts/conformance.py
 
 reproduce: sync ## the paper's claims: make reproduce PAPER=<slug> [ARGS='scale=smoke seed=1']
 	@test -n "$(PAPER)" || { echo "usage: make reproduce PAPER=<slug> [ARGS='key=value ...']  (slugs: $(SLUGS))"; exit 2; }
@@ -68,6 +73,13 @@ else
 	$(UV) build --quiet --no-sources --package iclr26-core --out-dir dist
 	$(UV) build --quiet --no-sources --package iclr26-$(subst _,-,$(PAPER)) --out-dir dist
 endif
+
+requirements: uv ## the locked versions for pip users: dist/requirements-<slug>.txt (every member, or PAPER=<slug>)
+	@mkdir -p dist
+	@for slug in $(WHEEL_SLUGS); do \
+	  $(UV) export --frozen --quiet --package iclr26-$${slug//_/-} --all-extras --no-default-groups \
+	    --no-emit-workspace --no-hashes -o dist/requirements-$$slug.txt && echo "dist/requirements-$$slug.txt"; \
+	done
 
 isolation: uv ## each member synced alone (uv sync --locked --package, its own venv) and its own tests run; 2 lanes
 	$(UV) run --quiet --no-project python scripts/isolation.py $(if $(PAPER),packages/$(PAPER))

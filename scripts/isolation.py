@@ -2,8 +2,9 @@
 
     python3 scripts/isolation.py [--jobs N] [member-dir ...]      (default: every shared/* and packages/* member)
 
-A member's environment holds exactly what it declares (``uv sync --locked --package <dist> --group dev``): its
-dependencies, the core, and the dev tools; not the other members nor their dependencies. The members run in
+A member's environment holds exactly what it declares (``uv sync --locked --package <dist> --no-default-groups
+--group test --extra peers [--extra real]``): its dependencies, its own peers (and the core's real models), the core
+and the test tools; not the dev group's libraries, nor the other members or their dependencies. The members run in
 ``--jobs`` lanes at once (default 2: the tests are single-threaded, so two lanes use both cores of a 2-core
 machine); each lane has its own environment (``.venv-iso-<k>``, hard links into uv's cache, kept between runs),
 so no two syncs touch one environment. The longest members start first (weight: the size of their tests and
@@ -37,6 +38,15 @@ def dist_name(member: Path) -> str:
     return tomllib.loads((member / "pyproject.toml").read_text())["project"]["name"]
 
 
+def own_extras(member: Path) -> list[str]:
+    """The member's own optional extras that its tests may use: ``peers`` (the libraries it is compared with)
+    and ``real`` (the core's real models and data); others (e.g. cave's ``mesh``) stay out."""
+    extras = tomllib.loads((member / "pyproject.toml").read_text())["project"].get(
+        "optional-dependencies", {}
+    )
+    return [e for e in ("peers", "real") if e in extras]
+
+
 def weight(member: Path) -> int:
     """A proxy for a member's test time: the bytes of its tests and sources."""
     return sum(p.stat().st_size for p in member.rglob("*.py"))
@@ -63,7 +73,9 @@ def run_member(member: Path, lane: int, uv: list[str], pytest_args: list[str]) -
     env.pop("VIRTUAL_ENV", None)  # the lane's environment, not the one `uv run` may have activated
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("MKL_NUM_THREADS", "1")
-    sync = [*uv, "sync", "--quiet", "--locked", "--package", dist_name(member), "--group", "dev"]
+    extras = [f"--extra={e}" for e in own_extras(member)]
+    sync = [*uv, "sync", "--quiet", "--locked", "--package", dist_name(member), "--no-default-groups"]
+    sync += ["--group", "test", *extras]
     rc, output, wall, cpu = timed(sync, env)
     row = {"sync": wall, "sync_cpu": cpu, "tests": 0.0, "tests_cpu": 0.0, "ok": rc == 0, "output": output}
     if rc == 0:

@@ -9,18 +9,14 @@ import statistics
 import pytest
 
 from iclr26_atpt.cli import main
-from iclr26_core.testing import (
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    fast_help_test,
-    run_cli,
-    smoke_run_fixture,
-)
+from iclr26_core.testing import assert_one_line_error, check_smoke_report, cli_contract, run_cli
 
-smoke_run = smoke_run_fixture(main)
-test_help_does_not_import_torch = fast_help_test(
-    "iclr26_atpt", ["tune", "--help"], ["dispersion", "--help"], mentions=["reproduce", "tune", "dispersion"]
+test_help_does_not_import_torch, smoke_run, test_refuses_nonempty_out = cli_contract(
+    main,
+    "iclr26_atpt",
+    ["tune", "--help"],
+    ["dispersion", "--help"],
+    mentions=["reproduce", "tune", "dispersion"],
 )
 
 
@@ -51,10 +47,6 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert claims["C4"]["holds"] == c4
     assert claims["C5"]["holds"] == (mean(per("A-TPT", "ad_deg")) > mean(per("TPT", "ad_deg")))
     assert m["seeds"][0]["lrs"][lr]["lambda_o"] in (1.0, 10.0, 50.0)
-
-
-def test_non_empty_out_refused(tmp_path):
-    assert_refuses_nonempty_out(main, tmp_path)
 
 
 @pytest.fixture(scope="module")

@@ -10,20 +10,15 @@ import pytest
 
 from iclr26_cave.cli import main
 from iclr26_cave.render import meshes, render_arrays
-from iclr26_core.testing import (
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    fast_help_test,
-    run_cli,
-    smoke_run_fixture,
-)
+from iclr26_core.testing import assert_one_line_error, check_smoke_report, cli_contract, run_cli
 
-test_help_does_not_import_torch = fast_help_test(
-    "iclr26_cave", ["explain", "--help"], mentions=["train", "explain", "consistency"]
+test_help_does_not_import_torch, smoke_run, test_refuses_nonempty_out = cli_contract(
+    main,
+    "iclr26_cave",
+    ["explain", "--help"],
+    mentions=["train", "explain", "consistency"],
+    smoke=["bench=true"],  # + the peers bench (~5 s at smoke)
 )
-
-smoke_run = smoke_run_fixture(main, "bench=true")  # + the peers bench (~5 s at smoke)
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
@@ -203,9 +198,8 @@ def test_explain_bad_input(trained, tmp_path):
     assert not out.exists()
 
 
-def test_reproduce_refuses_non_empty_out_and_bad_overrides(tmp_path):
+def test_reproduce_refuses_bad_overrides():
     assert_one_line_error(run_cli(main, ["reproduce", "scale=tiny"]), "scale")
-    assert_refuses_nonempty_out(main, tmp_path / "full")
 
 
 @pytest.mark.peers

@@ -165,7 +165,8 @@ def test_gated_model_analyze_and_track_options(tmp_path):
     ("args", "match"),
     [
         (["--model", "tiny-mixtral"], "mixture-of-experts"),
-        (["--model", "tiny-vit"], "register_architecture"),
+        (["--model", "CKPT", "--arch", "blocks=transformer.h"], "--arch needs pre, post"),
+        (["--model", "CKPT", "--arch", "blocks=transformer.h,pre=mlp.nope,post=mlp.c_proj"], "no 'mlp.nope'"),
         (["--model", "/no/such/model"], "does not exist"),
         (["--model", "CKPT", "--layers", "7"], "out of range"),
         (["--model", "CKPT", "--sample-ratio", "0"], "sample-ratio"),
@@ -186,3 +187,49 @@ def test_analyze_refuses_non_empty_out(tiny_ckpt, tmp_path):
     (tmp_path / "x").write_text("x")
     res = run_cli(main, ["analyze", "--model", str(tiny_ckpt), "--out", str(tmp_path)])
     assert res.code == 2 and "not empty" in res.stderr
+
+
+def test_analyze_any_architecture_detected_or_by_arch(tmp_path):
+    """OPT is not in the registry: its FFNs are found by module names, and --arch gives the same numbers."""
+    from transformers import OPTConfig, OPTForCausalLM
+
+    cfg = OPTConfig(
+        vocab_size=120,
+        hidden_size=32,
+        num_hidden_layers=2,
+        ffn_dim=72,
+        num_attention_heads=4,
+        word_embed_proj_dim=32,
+        max_position_embeddings=64,
+    )
+    OPTForCausalLM(cfg).save_pretrained(tmp_path / "opt")
+    common = ["analyze", "--model", str(tmp_path / "opt"), "--pydoc", "--tokens", "600", "--seq-len", "32"]
+    auto = run_cli(main, [*common, "--out", str(tmp_path / "a")])
+    assert auto.code == 0, auto.stderr
+    assert "--arch blocks=model.decoder.layers,pre=fc1,post=fc2" in auto.stderr
+    arch = "blocks=model.decoder.layers,pre=fc1,post=fc2"
+    manual = run_cli(main, [*common, "--arch", arch, "--out", str(tmp_path / "m")])
+    assert manual.code == 0, manual.stderr
+    a, m = (json.loads((tmp_path / d / "nerve.json").read_text()) for d in ("a", "m"))
+    assert a["layers"] == m["layers"] and a["layers"][0]["d_model"] == 32
+
+
+@pytest.mark.slow
+def test_reproduce_real_smallest(tmp_path):
+    """scale=real at its smallest: SmolLM2-135M and its random control on 512 held-out tokens."""
+    pytest.importorskip("gguf")
+    out = tmp_path / "real"
+    res = run_cli(
+        main,
+        ["reproduce", "scale=real", "real.tokens=512", "real.seq_len=128", "figures=false", f"out={out}"],
+    )
+    assert res.code == 0, res.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [c["id"] for c in metrics["claims"]] == ["C1", "C5"]
+    assert metrics["capture_check_max_abs_diff"] < 1e-4
+    assert len(metrics["trained"]) == len(metrics["control"]) == 30
+    assert metrics["setup"]["d_model"] == 576 and metrics["setup"]["d_ffn"] == 1536
+    from iclr26_nerve.real import claim_c1_real
+
+    r1 = claim_c1_real(metrics["trained"], metrics["control"], 576, metrics["setup"]["n_tokens"])
+    assert r1.holds == metrics["claims"][0]["holds"]

@@ -8,25 +8,17 @@ import json
 import numpy as np
 import pandas as pd
 
-from iclr26_core.testing import (
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    fast_help_test,
-    run_cli,
-    smoke_run_fixture,
-)
+from iclr26_core.testing import assert_one_line_error, check_smoke_report, cli_contract, run_cli
 from iclr26_omnifield.cli import main
 
-test_help_does_not_import_torch = fast_help_test(
+test_help_does_not_import_torch, smoke_run, test_refuses_nonempty_out = cli_contract(
+    main,
     "iclr26_omnifield",
     ["fit", "--help"],
     ["predict", "--help"],
     ["pilot", "--help"],
     mentions=["reproduce", "fit", "predict", "pilot"],
 )
-
-smoke_run = smoke_run_fixture(main)
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
@@ -60,10 +52,6 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert set(m["peers"]) == set(installed())  # every installed peer ran on the same queries
     for row in m["peers"].values():
         assert all(np.isfinite(v) for v in row.values())
-
-
-def test_refuses_nonempty_out(tmp_path):
-    assert_refuses_nonempty_out(main, tmp_path / "full")
 
 
 def _table(path, times=4, n=25, seed=0):

@@ -5,21 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from iclr26_core.testing import (
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    fast_help_test,
-    run_cli,
-    smoke_run_fixture,
-)
+from iclr26_core.testing import assert_one_line_error, check_smoke_report, cli_contract, run_cli
 from iclr26_petri.cli import main
 
-test_help_does_not_import_torch = fast_help_test(
-    "iclr26_petri", ["train", "--help"], ["profile", "--help"], mentions=["train", "embed", "profile"]
+test_help_does_not_import_torch, smoke_run, test_refuses_nonempty_out = cli_contract(
+    main,
+    "iclr26_petri",
+    ["train", "--help"],
+    ["profile", "--help"],
+    mentions=["train", "embed", "profile"],
+    smoke=["steps=4", "sweep.S=[2,4]", "sweep.mask=[0.5]"],
 )
-
-smoke_run = smoke_run_fixture(main, "steps=4", "sweep.S=[2,4]", "sweep.mask=[0.5]")
 
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
@@ -57,10 +53,6 @@ def test_smoke_sweep_rows(smoke_run):
     assert same["sae_multimodal"] == m["c2"]["petri"][0]
     assert same["final_loss"] == m["train_log"]["petri"][0][-1]["loss"]
     assert rows[0]["final_loss"] != same["final_loss"] and rows[4]["final_loss"] != same["final_loss"]
-
-
-def test_refuses_nonempty_out(tmp_path):
-    assert_refuses_nonempty_out(main, tmp_path / "full")
 
 
 def _user_data(tmp_path, *, counts=None, n=24):

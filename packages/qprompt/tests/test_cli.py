@@ -9,21 +9,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from iclr26_core.testing import (
-    assert_one_line_error,
-    assert_refuses_nonempty_out,
-    check_smoke_report,
-    fast_help_test,
-    run_cli,
-    smoke_run_fixture,
-)
+from iclr26_core.testing import assert_one_line_error, check_smoke_report, cli_contract, run_cli
 from iclr26_qprompt.cli import main
 
-test_help_does_not_import_torch = fast_help_test(
-    "iclr26_qprompt", ["train", "--help"], mentions=["reproduce", "train", "segment", "fps"]
+test_help_does_not_import_torch, smoke_run, test_refuses_nonempty_out = cli_contract(
+    main, "iclr26_qprompt", ["train", "--help"], mentions=["reproduce", "train", "segment", "fps"]
 )
-
-smoke_run = smoke_run_fixture(main)
 
 
 def test_reproduce_smoke_verdicts_follow_the_rules(smoke_run):
@@ -50,10 +41,6 @@ def test_reproduce_smoke_verdicts_follow_the_rules(smoke_run):
     assert "torchmetrics_check" not in m or m["torchmetrics_check"]["ours"] == pytest.approx(
         m["torchmetrics_check"]["torchmetrics"]
     )
-
-
-def test_reproduce_refuses_a_non_empty_out(tmp_path):
-    assert_refuses_nonempty_out(main, tmp_path / "busy")
 
 
 def _write_folder(root, n=6, size=64, bad_label=None, rename=None):

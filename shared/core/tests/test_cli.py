@@ -327,6 +327,8 @@ def test_added_keys_are_refused_as_unknown_keys_are(main):
     assert_one_line_error(run_cli(main, ["reproduce", "+nosuchkey=1"]), "unknown key 'nosuchkey'")
     assert_one_line_error(run_cli(main, ["configs", "show", "+lm.typo=1"]), "unknown key 'lm.typo'")
     assert "seed: 5" in run_cli(main, ["configs", "show", "++seed=5"]).stdout
+    res = run_cli(main, ["configs", "show", "+arms.c={x: 2}"])  # a new entry of a collection: kept
+    assert res.code == 0 and "  c:\n    x: 2" in res.stdout, res.output
 
 
 def test_reproduce_help_lists_scales_and_shared_keys(main):

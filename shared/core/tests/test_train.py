@@ -132,3 +132,23 @@ def test_train_lm_forgets_a_trainers_mixed_precision():
     cfg = TrainConfig(steps=1, batch_size=2, device="cpu", progress=False)
     train_lm(model, torch.randint(0, 99, (8, 8)), None, cfg)
     assert AcceleratorState().mixed_precision == "no"
+
+
+def test_adamw_impl_option_same_arithmetic():
+    """`TrainConfig.adamw_impl`: foreach / fused AdamW give the default implementation's weights (to float
+    rounding), and a wrong name is one clear error."""
+    from iclr26_core.errors import UserError
+    from iclr26_core.train import adamw_kwargs
+
+    data = torch.randint(0, 64, (16, 12), generator=torch.Generator().manual_seed(0))
+    weights = {}
+    for impl in (None, "foreach", "fused"):
+        model = tiny_model("llama", vocab_size=64)
+        cfg = TrainConfig(steps=3, batch_size=4, lr=1e-2, adamw_impl=impl, progress=False, device="cpu")
+        train_lm(model, data, cfg=cfg)
+        weights[impl] = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert torch.allclose(weights[None], weights["foreach"], atol=1e-6)
+    assert torch.allclose(weights[None], weights["fused"], atol=1e-5)
+    assert adamw_kwargs("foreach") == {"foreach": True} and adamw_kwargs(None) == {}
+    with pytest.raises(UserError, match="adamw_impl"):
+        adamw_kwargs("sgd")

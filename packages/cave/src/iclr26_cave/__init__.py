@@ -22,7 +22,8 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
     {
         "model": "CaveModel CaveConfig novum_contrastive",
         "concepts": "ConceptBank extract_concepts spherical_kmeans",
-        "decision": "CaveOutput cave_logits concept_maps",
+        "decision": "CaveOutput cave_logits",
+        "maps": "concept_maps",
         "consistency": "Consistency3D consistency_3d localisation global_coverage mesh_histograms",
         "render": "render_dataset render_arrays meshes class_mesh project",
         "training": "train_novum train_ce",

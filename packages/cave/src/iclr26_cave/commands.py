@@ -185,8 +185,8 @@ def load_images(folder: str | Path, size: tuple[int, int]) -> tuple[list[str], A
 def explain(args: argparse.Namespace) -> int:
     import torch
 
-    from .decision import concept_maps
     from .figures import overlay
+    from .maps import concept_maps
 
     if args.top < 1:
         raise UserError(f"--top must be >= 1, got {args.top}")

@@ -12,7 +12,8 @@ import torch
 from .baseline2d import Classifier2D, NMFConcepts
 from .concepts import extract_concepts
 from .consistency import consistency_3d, localisation
-from .decision import cave_logits, concept_maps
+from .decision import cave_logits
+from .maps import concept_maps
 from .model import CaveModel
 from .render import meshes, render_arrays
 from .training import predict, train_ce, train_novum

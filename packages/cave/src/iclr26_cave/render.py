@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -236,17 +237,11 @@ def render_arrays(
     return {k: np.stack([np.asarray(r[k]) for r in rows]) for k in rows[0]}
 
 
-def render_dataset(
-    n: int,
-    split: str = "train",
-    occlusion: float = 0.0,
-    shift: bool = False,
-    size: int = 32,
-    seed: int = 0,
-):
-    """`render_arrays` as a `datasets.Dataset` (image, label, pix_to_vertex, part_mask, pose), torch format."""
+def render_dataset(n: int, **kwargs: Any):
+    """`render_arrays` (same arguments: ``split``, ``occlusion``, ``shift``, ``size``, ``seed`` ...) as a
+    `datasets.Dataset` (image, label, pix_to_vertex, part_mask, pose), torch format."""
     import datasets
 
-    arrays = render_arrays(n, split, occlusion, shift, size, seed)
+    arrays = render_arrays(n, **kwargs)
     ds = datasets.Dataset.from_dict({k: list(v) for k, v in arrays.items()})
     return ds.with_format("torch")

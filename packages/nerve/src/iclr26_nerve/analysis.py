@@ -36,13 +36,21 @@ from .spectrum import StreamingCovariance, metrics_from_spectra, spectrum_of_cov
 __all__ = ["NerVEReport", "analyze", "capture_activations", "load_report"]
 
 
-def _d_model(model) -> int | None:
-    """The residual width d (the rank bound of PreAct), from ``model.config`` or a ``model.cfg``."""
+def _d_model(model, modules: list | None = None) -> int | None:
+    """The residual width d (the rank bound of PreAct): from ``model.config`` or a ``model.cfg``, else the
+    input width of the first layer's FFN projections (a Linear or Conv1D; models without a config)."""
+    from .detect import _widths
+
     for holder in (getattr(model, "config", None), getattr(model, "cfg", None)):
         for key in ("hidden_size", "n_embd", "d_model"):
             v = getattr(holder, key, None)
             if isinstance(v, int):
                 return v
+    for mod in (modules or [])[:1]:
+        for part in mod[:2]:  # the pre projection maps d → D; the post projection D → d
+            w = _widths(part)
+            if w is not None:
+                return w[0] if part is mod[0] else w[1]
     return None
 
 
@@ -158,7 +166,7 @@ def analyze(
     if len(groups) > 1:
         inputs, attention_mask = reiterable(inputs, attention_mask)
     stop_early = not has_offload_hooks(model)
-    d_model = _d_model(model)
+    d_model = _d_model(model, modules)
     report = NerVEReport(
         [],
         model_type=model_type_of(model),

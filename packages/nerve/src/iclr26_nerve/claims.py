@@ -46,6 +46,12 @@ def claim_c1(runs: dict, n_layer: int) -> Claim:
             + " ".join(f"{m['pr_pre']:.1f}/{m['pr_post']:.1f}" for m in layers)
             + f", rule met at {sum(met)} of {len(met)} checkpoints"
         )
+    stock = [r for r in _final(runs, "preln_gelu_stock") if not r["diverged"]]
+    if stock:
+        notes.append(
+            "stock GPT-2 block (arm, not the verdict): layers meeting all three "
+            + ", ".join(f"seed {r['seed']} {_reinjecting(r['final'])}/{n_layer}" for r in stock)
+        )
     ctrl = [r.get("identity_control") for r in arm_runs if r.get("identity_control")]
     if ctrl:
         notes.append(
@@ -61,7 +67,7 @@ def claim_c1(runs: dict, n_layer: int) -> Claim:
         per_seed,
         bool(holds and arm_runs),
         f"in each seed, ≥ {need} of {n_layer} layers have SE_post > SE_pre, PR_post > PR_pre and "
-        "EEE_post < EEE_pre (PreLN-GELU, final checkpoint, probe batch)",
+        "EEE_post < EEE_pre (PreLN-GELU with the official block, final checkpoint, probe batch)",
         "; ".join(notes),
     )
 

@@ -33,6 +33,13 @@ def _measure_options(p: argparse.ArgumentParser) -> None:
         "--residual", action="store_true", help="also the residual stream x + FFN(x) after each block"
     )
     p.add_argument(
+        "--arch",
+        metavar="SPEC",
+        help="FFN hook points for an architecture the registry lacks (default: detected from module "
+        "names): blocks=PATH,pre=PATH,post=PATH[,gated=true,up=PATH,act=PATH,split=first_half]; "
+        "blocks from the model root, the others inside one block",
+    )
+    p.add_argument(
         "--layers-per-pass",
         type=int,
         metavar="K",

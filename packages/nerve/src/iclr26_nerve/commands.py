@@ -3,11 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import Any
 
 from iclr26_core.errors import UserError
+
+
+def _scoped_registry(fn):
+    """``--arch`` registers the model's hook points for this command only (the registry is restored)."""
+
+    @functools.wraps(fn)
+    def wrapper(args: argparse.Namespace) -> int:
+        from .registry import REGISTRY
+
+        saved = dict(REGISTRY)
+        try:
+            return fn(args)
+        finally:
+            REGISTRY.clear()
+            REGISTRY.update(saved)
+
+    return wrapper
 
 
 def _check_common(args: argparse.Namespace) -> Path:
@@ -42,8 +60,8 @@ def _read_text(args: argparse.Namespace, split: str | None = "validation") -> st
 
 
 def _load(args: argparse.Namespace, gated_pre: str = "gate"):
-    """(model, tokenizer, device) for ``--model``; the NerVE GPT-2 variants are re-applied; an
-    unsupported architecture is refused before anything else is done."""
+    """(model, tokenizer, device) for ``--model``; the NerVE GPT-2 variants are restored; ``--arch``
+    registers the model's hook points; an unsupported architecture is refused before anything else."""
     import os
 
     from iclr26_core.cli import pick_device
@@ -54,11 +72,27 @@ def _load(args: argparse.Namespace, gated_pre: str = "gate"):
 
         hf_logging.disable_progress_bar()
 
-    from .registry import arch_spec
-    from .variants import apply_variant
+    from .registry import REGISTRY, arch_spec, model_type_of, register_architecture
+    from .variants import apply_variant, load_gpt2_variant
 
-    model = apply_variant(load_causal_lm(args.model))
-    arch_spec(model, gated_pre)
+    arch = None
+    if getattr(args, "arch", None):
+        from .detect import parse_arch
+
+        arch = parse_arch(args.arch)  # a malformed --arch is refused before the model is loaded
+    model = load_gpt2_variant(args.model) if Path(args.model).expanduser().is_dir() else None
+    model = apply_variant(load_causal_lm(args.model)) if model is None else model
+    mt = model_type_of(model)
+    if arch is not None:
+        register_architecture(mt, **arch)
+    spec = arch_spec(model, gated_pre)
+    if mt not in REGISTRY:
+        print(
+            f"note: model_type {mt!r} is not in the registry; FFNs found by module names: "
+            f"--arch blocks={spec.blocks},pre={spec.pre},post={spec.post}"
+            + (f",gated=true,up={spec.up}" if spec.gated else ""),
+            file=sys.stderr,
+        )
     device = pick_device(args.device)
     return model.to(device), _tokenizer_for(args.model, model), device
 
@@ -120,6 +154,7 @@ def _blocks(text: str, tokenizer: Any, seq_len: int, max_tokens: int | None, mod
     return torch.tensor(ids[: n * seq_len], dtype=torch.long).view(n, seq_len)
 
 
+@_scoped_registry
 def analyze_cmd(args: argparse.Namespace) -> int:
     """``iclr26-nerve analyze``: nerve.json, nerve.csv, spectra.png for the user's model."""
     out = _check_common(args)
@@ -152,6 +187,7 @@ def analyze_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+@_scoped_registry
 def track_cmd(args: argparse.Namespace) -> int:
     """``iclr26-nerve track``: train with `NerVECallback`; trajectory, figure and final checkpoint."""
     out = _check_common(args)

@@ -2,13 +2,14 @@
 
 Setup (spec "Claims to reproduce in miniature"; paper §5 at GPT-2 125M scale): a character-level GPT-2
 (n_layer 4, n_embd 64, n_head 4, n_inner 256, context 64) trained with AdamW (lr 1e-3, weight decay 0.1,
-grad-clip 1, short warmup then cosine) on the pydoc topics split 90/10 by topic. A fixed held-out probe
-batch (32×64 = 2048 tokens = 8·D) is measured at step 1 and every ``log_steps`` steps, together with the
-held-out loss. Arms:
+grad-clip 1, the recipe of the scale config) on the pydoc topics split 90/10 by topic. A fixed held-out
+probe batch (32×64 = 2048 tokens = 8·D) is measured at step 1 and every ``log_steps`` steps, together with
+the held-out loss. Arms (`variants.build_gpt2`; "official" = the official NerVE block, `blocks`):
 
-* ``preln_gelu``    stock GPT-2 (PreLN, GELU)
-* ``normfree_gelu`` ln_1, ln_2, ln_f → identity, GELU
-* ``normfree_relu`` the same with ReLU
+* ``preln_gelu``       official block, PreLN, GELU (exact): the paper's PreLN
+* ``normfree_gelu``    official block, ln_1/ln_2 → identity (ln_f kept), GELU
+* ``normfree_relu``    the same with ReLU
+* ``preln_gelu_stock`` stock GPT-2 (``GPT2Block``, gelu_new, biases, scaled c_proj init): an arm
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from .callback import NerVECallback
 from .variants import build_gpt2, restore_activation, set_activation
 
 ARMS: dict[str, dict[str, str]] = {
-    "preln_gelu": {"norm_position": "pre", "activation": "gelu_new"},
-    "normfree_gelu": {"norm_position": "free", "activation": "gelu_new"},
-    "normfree_relu": {"norm_position": "free", "activation": "relu"},
+    "preln_gelu": {"block": "official", "norm_position": "pre", "activation": "gelu"},
+    "normfree_gelu": {"block": "official", "norm_position": "free", "activation": "gelu"},
+    "normfree_relu": {"block": "official", "norm_position": "free", "activation": "relu"},
+    "preln_gelu_stock": {"block": "stock", "norm_position": "pre", "activation": "gelu_new"},
 }
 
 

@@ -183,15 +183,33 @@ def run_peers(runs: dict, data: Any, model_cfg: dict, cfg: Any, ctx: Any) -> dic
     from .experiment import ARMS
     from .variants import build_gpt2
 
-    base = next(r for r in runs.values() if r["arm"] == "preln_gelu")
-    net = build_gpt2(vocab_size=len(data.tokenizer), seed=base["seed"], **model_cfg, **ARMS["preln_gelu"])
-    if base.get("state_dict") is not None:
-        net.load_state_dict(base["state_dict"])
+    def trained(arm: str):
+        """(the arm's first-seed run or None, its model: trained when its state was kept, else at init)."""
+        run = next((r for r in runs.values() if r["arm"] == arm and r.get("state_dict") is not None), None)
+        seed = run["seed"] if run else int(cfg.seed)
+        model = build_gpt2(vocab_size=len(data.tokenizer), seed=seed, **model_cfg, **ARMS[arm])
+        if run is not None:
+            model.load_state_dict(run["state_dict"])
+        return run, model.eval()
+
+    base, net = trained("preln_gelu")
+    if base is None:
+        base = next(r for r in runs.values() if r["arm"] == "preln_gelu")
+    # transformer-lens has no official NerVE block (its PreLN residual adds LN₁(x)): it checks the stock arm
+    stock_run, stock = trained("preln_gelu_stock")
+    stock_note = (
+        f"the trained stock-GPT-2 arm (seed {stock_run['seed']})"
+        if stock_run
+        else "a stock GPT-2 at init (the preln_gelu_stock arm was not run)"
+    )
     probe = data.probe
     n_layer = int(model_cfg["n_layer"])
     jobs = {
         "nnsight": ("nnsight", lambda: peer_nnsight(net, probe)),
-        "transformer-lens": ("transformer_lens", lambda: peer_transformer_lens(net, probe)),
+        "transformer-lens": (
+            "transformer_lens",
+            lambda: {"model": stock_note, **peer_transformer_lens(stock, probe)},
+        ),
         "scikit-dimension": (
             "skdim",
             lambda: peer_skdim(net, probe, [m["pr_post"] for m in base.get("final", [])]),
@@ -230,7 +248,8 @@ def run_peers(runs: dict, data: Any, model_cfg: dict, cfg: Any, ctx: Any) -> dic
         [
             "# NerVE peers",
             "",
-            f"PreLN-GELU arm, seed {base['seed']}, probe batch of {probe.numel()} tokens.",
+            f"PreLN-GELU arm (official block), seed {base['seed']}, probe batch of {probe.numel()} tokens; "
+            f"transformer-lens on {stock_note}.",
             "",
             "| peer | status | numbers | seconds | seconds per layer |",
             "| --- | --- | --- | --- | --- |",

@@ -116,19 +116,25 @@ def is_moe(model) -> bool:
 
 
 def arch_spec(model, gated_pre: str = "gate") -> ArchSpec:
-    """The `ArchSpec` of ``model`` with ``pre`` resolved for ``gated_pre``; `NerVEError` if unsupported."""
+    """The `ArchSpec` of ``model`` with ``pre`` resolved for ``gated_pre``: the registry's entry, else one
+    detected from module names (`detect.detect_architecture`); `NerVEError` if neither fits."""
     mt = _model_type(model)
     if is_moe(model):
         raise NerVEError(
             f"model_type {mt!r} has mixture-of-experts FFNs, which NerVE does not support yet "
             "(pooling experts would mix different FFNs; a per-expert extension is planned)"
         )
-    if mt not in REGISTRY:
+    spec = REGISTRY.get(mt)
+    if spec is None:
+        from .detect import detect_architecture
+
+        spec = detect_architecture(model)
+    if spec is None:
         raise NerVEError(
-            f"unsupported architecture model_type={mt!r}; add it with "
-            "iclr26_nerve.register_architecture(model_type, blocks, pre, post, gated=...)"
+            f"unsupported architecture model_type={mt!r}: no FFN found by module names; add it with "
+            "iclr26_nerve.register_architecture(model_type, blocks, pre, post, gated=...) or, on the "
+            "command line, --arch blocks=PATH,pre=PATH,post=PATH"
         )
-    spec = REGISTRY[mt]
     if gated_pre not in GATED_PRE:
         raise NerVEError(f"gated_pre must be one of {', '.join(GATED_PRE)}, got {gated_pre!r}")
     if gated_pre == "gate" or not spec.gated:

@@ -83,7 +83,9 @@ def _run_all(cfg: Any, ctx: Any, jobs: list[tuple[str, int]], kw: dict) -> dict[
             "device": ctx.device,
             "desc": f"{arm} seed {seed} ({k + 1}/{len(jobs)})",
             "identity_control": arm == "preln_gelu",
-            "keep_state": bool(cfg.get("peers")) and k == 0,
+            "keep_state": bool(cfg.get("peers"))
+            and seed == ctx.seed
+            and arm in ("preln_gelu", "preln_gelu_stock"),
         }
 
     if workers == 1 or ctx.device != "cpu":
@@ -132,6 +134,10 @@ def run(cfg: Any, ctx: Any) -> Results:
     from .experiment import ARMS, char_data, unigram_loss
     from .plots import plot_metrics_by_layer, plot_spectra_dict, plot_trajectory
 
+    if str(cfg.scale.name) == "real":  # a pretrained LLM, no training: see `real`
+        from .real import run_real
+
+        return run_real(cfg, ctx)
     n_seeds = int(cfg.seeds)
     if n_seeds < 1:
         raise NerVEError(f"seeds must be ≥ 1, got {n_seeds}")

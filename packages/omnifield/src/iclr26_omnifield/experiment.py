@@ -128,6 +128,7 @@ def train_lm_config(
         betas=(0.9, 0.999),
         warmup_steps=round(float(t.get("warmup", 0.1)) * int(t["steps"])),
         grad_clip=1.0,
+        adamw_impl="foreach",  # multi-tensor AdamW: same arithmetic, ≈ 10 % faster per step here
         seed=seed,
         device="cpu",
         desc=desc,
@@ -159,10 +160,8 @@ def train_field(
     if fixed_batch:
         first = batches(0)
         batches = lambda step: first  # noqa: E731
-    # the core's AdamW, with the multi-tensor (foreach) update: same arithmetic, fewer small CPU ops
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, foreach=True)
-    return train_lm(model, None, cfg=cfg, batches=batches, loss_fn=make_loss(sd), optimizer=opt)
+    # the core's AdamW (TrainConfig.adamw_impl: the multi-tensor "foreach" update by default)
+    return train_lm(model, None, cfg=cfg, batches=batches, loss_fn=make_loss(sd))
 
 
 @torch.no_grad()

@@ -206,20 +206,9 @@ def run_plan(
         check_out_dir(directory).mkdir(parents=True, exist_ok=True)
     encoded: dict = {}
     results: list[StageResult] = []
+    common = {"seed": seed, "eval_fn": eval_fn, "device": device, "progress": progress, "encoded": encoded}
     for i, stage in enumerate(plan.stages):
-        r = run_stage(
-            model,
-            plan,
-            i,
-            sources,
-            tokenizer,
-            seed=seed,
-            eval_fn=eval_fn,
-            device=device,
-            progress=progress,
-            encoded=encoded,
-            keep_state=keep_states,
-        )
+        r = run_stage(model, plan, i, sources, tokenizer, keep_state=keep_states, **common)
         if directory is not None:
             r.checkpoint = _save_stage(directory, model, stage, r)
         results.append(r)
@@ -273,22 +262,12 @@ def run_grid(
                         k, results = j, [_reused(r) for r in hit[1]]
                         out.reused += j
                         break
+            common = {"seed": seed, "eval_fn": eval_fn, "device": device, "progress": progress}
+            common |= {"position": position, "encoded": encoded, "on_step": on_step}
             for i in range(k, len(plan.stages)):
+                desc = f"{name}: {plan.stages[i].name}"
                 r = run_stage(
-                    model,
-                    plan,
-                    i,
-                    sources,
-                    tokenizer,
-                    seed=seed,
-                    eval_fn=eval_fn,
-                    device=device,
-                    progress=progress,
-                    position=position,
-                    desc=f"{name}: {plan.stages[i].name}",
-                    encoded=encoded,
-                    on_step=on_step,
-                    keep_state=shared_prefix,
+                    model, plan, i, sources, tokenizer, desc=desc, keep_state=shared_prefix, **common
                 )
                 results.append(r)
                 out.trained += 1

@@ -278,12 +278,3 @@ def safemoe_finetune(
     optimizer.zero_grad(set_to_none=True)
     model.eval()
     return res
-
-
-def __getattr__(name: str):
-    """``iclr26_safemoe.finetune.SafeMoECallback`` (its 0.1 home) still resolves; it lives in `callback`."""
-    if name == "SafeMoECallback":
-        from .callback import SafeMoECallback
-
-        return SafeMoECallback
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

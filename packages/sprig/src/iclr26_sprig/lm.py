@@ -244,25 +244,7 @@ class LMFitness(Fitness):
         return correct / np.array([max(len(qs), 1) for qs in sample])[None, :]
 
 
-def lm_fitness(
-    model: Any,
-    tokenizer: Any,
-    tasks: Sequence[MCTask],
-    *,
-    n_questions: int = 10,
-    split: str = "train",
-    scoring: str = "loglik",
-    chat_template: str | bool | None = None,
-    **kwargs: Any,
-) -> LMFitness:
-    """A `Fitness` that scores system prompts on ``model`` by multiple-choice accuracy (module docstring)."""
-    return LMFitness(
-        model,
-        tokenizer,
-        tasks,
-        n_questions=n_questions,
-        split=split,
-        scoring=scoring,
-        chat_template=chat_template,
-        **kwargs,
-    )
+def lm_fitness(model: Any, tokenizer: Any, tasks: Sequence[MCTask], **kwargs: Any) -> LMFitness:
+    """A `Fitness` that scores system prompts on ``model`` by multiple-choice accuracy (module docstring);
+    ``kwargs`` are `LMFitness`'s (``n_questions=10, split="train", scoring="loglik", chat_template=None`` ...)."""
+    return LMFitness(model, tokenizer, tasks, **kwargs)

@@ -329,7 +329,8 @@ class PaperCLI:
         if isinstance(ref, str):
             from .models import check_model_ref
 
-            check_model_ref(ref)  # a wrong path or an uncached hub id answers before torch is imported
+            # a wrong path or an uncached hub id answers before torch is imported
+            check_model_ref(ref, transformers_folder=False)
         threads = default_threads(None) if os.environ.get(THREADS_ENV) else 0
         with use_threads(threads), quiet() as folded:
             code = int(load_ref(verb.run)(args) or 0)

@@ -60,8 +60,10 @@ def _check_types(base: Any, cfg: Any, overrides: Sequence[str], groups: dict[str
 
 def _refuse_additions(base: Any, overrides: Sequence[str], groups: dict[str, list[str]]) -> None:
     """``+key=value`` (hydra's "add a key") is refused for a key the config does not have, as an unknown
-    ``key=value`` is: a typo must not pass silently. ``++key=value`` on an existing key is a plain override."""
-    from omegaconf import OmegaConf
+    ``key=value`` is: a typo must not pass silently. Two additions are kept: ``++key=value`` on an existing key
+    (a plain override), and a new named sub-config ``{...}`` in a collection of them (a section whose values are all
+    sections or null, e.g. ``+arms.free={...}`` beside ``arms.head`` and ``arms.open``)."""
+    from omegaconf import DictConfig, OmegaConf
 
     missing = object()
     for ov in overrides:
@@ -69,6 +71,14 @@ def _refuse_additions(base: Any, overrides: Sequence[str], groups: dict[str, lis
         if not key.startswith("+"):
             continue
         bare = key.lstrip("+")
+        parent = OmegaConf.select(base, bare.rpartition(".")[0], default=None) if "." in bare else None
+        entry = ov.partition("=")[2].strip().startswith("{")
+        if (
+            entry
+            and isinstance(parent, DictConfig)
+            and all(isinstance(v, DictConfig | None) for v in parent.values())
+        ):
+            continue  # a new entry in a collection of named sub-configs (null: switched off) or an empty one
         if bare in groups or OmegaConf.select(base, bare, default=missing) is missing:
             raise UserError(
                 f"bad override {ov!r}: unknown key {bare!r} (keys cannot be added; `configs show` lists them)"

@@ -214,17 +214,22 @@ def _resolve(name_or_path: str) -> str:
     return name_or_path
 
 
-def check_model_ref(name_or_path: str) -> None:
-    """Check a model reference without importing torch: ``tiny-*`` and ``smollm2`` pass; a local path must be a
-    transformers folder; offline (the default, see `iclr26_core.cli.offline_by_default`) a hub id must be in the
-    local Hugging Face cache. One `UserError` otherwise, in well under a second."""
+def check_model_ref(name_or_path: str, transformers_folder: bool = True) -> None:
+    """Check a model reference without importing torch: ``tiny-*`` and ``smollm2`` pass; a local path must exist
+    (and, with ``transformers_folder``, hold a config.json); offline (the default, see
+    `iclr26_core.cli.offline_by_default`) a hub id must be in the local Hugging Face cache. One `UserError`
+    otherwise, in well under a second. Verbs check with ``transformers_folder=False``: their ``--model`` may be a
+    package's own checkpoint folder, which the verb then checks itself."""
     import os
 
     if name_or_path.startswith("tiny-") or name_or_path.lower() in PRETRAINED_ALIASES:
         return
     path = Path(name_or_path).expanduser()
     if name_or_path.startswith((".", "/", "~")) or path.exists():
-        _resolve(name_or_path)
+        if transformers_folder:
+            _resolve(name_or_path)
+        elif not path.exists():
+            raise UserError(f"model path {name_or_path!r} does not exist: not a directory or a file")
         return
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         from huggingface_hub import try_to_load_from_cache

@@ -166,12 +166,15 @@ def smollm2(log: Any = None) -> Path:
 def load_smollm2(dtype: Any = None, device: str = "cpu", log: Any = None) -> tuple[Any, Any]:
     """``(model, tokenizer)`` of SmolLM2-135M-Instruct in eval mode (``dtype`` default ``torch.float32``)."""
     import torch
+    import transformers
 
-    from .models import load_causal_lm, load_tokenizer
+    from .runtime import quiet
 
     folder = str(smollm2(log=log))
-    model = load_causal_lm(folder, dtype=dtype or torch.float32).to(device).eval()
-    return model, load_tokenizer(folder)
+    with quiet():  # (`models` opens "smollm2" through this module: it is above it, not imported here)
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or torch.float32)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    return model.to(device).eval(), tokenizer
 
 
 # ----------------------------------------------------------------------------------------------- vision

@@ -197,6 +197,33 @@ def smoke_run_fixture(main: Callable[[Sequence[str]], int | None], *overrides: s
     return smoke_run
 
 
+def cli_contract(
+    main: Callable[[Sequence[str]], int | None],
+    package: str,
+    *help_argv: Sequence[str],
+    mentions: Sequence[str] = (),
+    smoke: Sequence[str] = (),
+) -> tuple[Callable[[], None], Any, Callable[[Any], None]]:
+    """The CLI contract's three standard pieces for a package's ``test_cli.py``, in one statement::
+
+        test_help_does_not_import_torch, smoke_run, test_refuses_nonempty_out = cli_contract(
+            main, "iclr26_mypaper", ["train", "--help"], mentions=["train"], smoke=["steps=4"]
+        )
+
+    `fast_help_test` (``--help`` and each ``help_argv`` without torch, naming ``mentions``), `smoke_run_fixture`
+    (one ``reproduce scale=smoke *smoke`` per module) and a test that ``out=`` a non-empty directory is refused
+    (`assert_refuses_nonempty_out`)."""
+
+    def test_refuses_nonempty_out(tmp_path: Path) -> None:
+        assert_refuses_nonempty_out(main, tmp_path / "full")
+
+    return (
+        fast_help_test(package, *help_argv, mentions=mentions),
+        smoke_run_fixture(main, *smoke),
+        test_refuses_nonempty_out,
+    )
+
+
 def check_smoke_report(
     run: tuple[str | Path, CliResult] | str | Path,
     *args: Any,

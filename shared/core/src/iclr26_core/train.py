@@ -52,6 +52,9 @@ class TrainConfig:
     desc: str = "train"
     position: int | None = None  # progress-bar line (one per worker process)
     ema: float = 0.0  # > 0: keep an exponential moving average of the weights (evaluated, returned)
+    # AdamW's implementation: None (torch's default choice: single-tensor on the CPU), "foreach" (multi-tensor:
+    # same arithmetic, fewer small ops; ≈ 10 % per step for tiny CPU models) or "fused" (one kernel)
+    adamw_impl: str | None = None
 
     @classmethod
     def from_section(cls, section: Any, **overrides: Any) -> TrainConfig:
@@ -72,6 +75,15 @@ class TrainConfig:
             if value is not missing:
                 kw[f.name] = tuple(value) if f.name == "betas" else value
         return cls(**{**kw, **overrides})
+
+
+def adamw_kwargs(impl: str | None) -> dict[str, bool]:
+    """``{"foreach": True}`` / ``{"fused": True}`` / ``{}`` for ``torch.optim.AdamW`` (`TrainConfig.adamw_impl`)."""
+    if impl in (None, "default"):
+        return {}
+    if impl not in ("foreach", "fused"):
+        raise UserError(f"adamw_impl must be foreach, fused or null, got {impl!r}")
+    return {impl: True}
 
 
 @dataclass
@@ -187,7 +199,9 @@ def train_lm(
 
     if optimizer is None:
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+        optimizer = torch.optim.AdamW(
+            params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, **adamw_kwargs(cfg.adamw_impl)
+        )
     schedule = lr_schedule or (lambda s: lr_lambda(s, cfg))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     start = 0
