@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ from iclr26_core.errors import UserError
 
 
 def _shipped_codebooks():
-    data = json.loads((cbmod.resources.files("iclr26_bof4") / "data" / "codebooks.json").read_text())
+    data = json.loads((resources.files("iclr26_bof4") / "data" / "codebooks.json").read_text())
     out = [(name, 64, levels) for name, levels in data["published"]["codebooks"].items()]
     for block, books in data["derived"]["by_block_size"].items():
         out += [(name, int(block), levels) for name, levels in books.items()]

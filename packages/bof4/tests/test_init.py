@@ -41,3 +41,40 @@ def test_public_api():
         assert name in iclr26_bof4.__all__
         assert getattr(iclr26_bof4, name) is not None
     assert iclr26_bof4.CODEBOOK_NAMES == ("nf4", "af4", "bof4-mse", "bof4-mae", "bof4s-mse", "bof4s-mae")
+
+
+def _package_imports() -> dict[str, set[str]]:
+    """module -> the package modules it imports, at any depth (function-level imports included)."""
+    import ast
+
+    pkg = Path(iclr26_bof4.__file__).resolve().parent
+    graph: dict[str, set[str]] = {}
+    for path in pkg.glob("*.py"):
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    deps.add(node.module.split(".")[0])
+                else:
+                    deps.update(alias.name for alias in node.names)
+        graph[path.stem] = deps - {path.stem}
+    return graph
+
+
+def test_no_import_cycles():
+    """The maths at the bottom, its users above: the module graph (lazy imports counted) is acyclic."""
+    graph = _package_imports()
+    assert {"codebooks", "lloyd", "theory", "quantizer", "derive", "blockwise"} <= set(graph)
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            assert state.get(dep) != 1, "import cycle: " + " -> ".join([*stack, node, dep])
+            if dep not in state:
+                visit(dep, [*stack, node])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])

@@ -9,8 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from iclr26_bof4 import quantization_error
+from iclr26_bof4.claims import claim_c3, claim_c5
 from iclr26_bof4.measure import model_errors
-from iclr26_bof4.reproduce import claim_c3, claim_c5
 from iclr26_core.models import tiny_model
 
 CTX = SimpleNamespace(progress=lambda it, **_: it)

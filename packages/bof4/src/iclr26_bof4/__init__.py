@@ -23,7 +23,7 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
     {
         "config": "BOF4Config CODEBOOK_NAMES",
         "codebooks": "codebook",
-        "lloyd": "derive_codebook LloydConvergenceWarning",
+        "derive": "derive_codebook LloydConvergenceWarning",
         "quantizer": "quantize dequantize quantization_error Quantized",
         "layer": "BOF4Linear",
         "model": "apply_to_model QuantReport",
@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only (names r
     from .checkpoint import from_pretrained, load_packed, save_packed, save_pretrained  # noqa: F401
     from .codebooks import codebook  # noqa: F401
     from .config import CODEBOOK_NAMES, BOF4Config  # noqa: F401
+    from .derive import LloydConvergenceWarning, derive_codebook  # noqa: F401
     from .layer import BOF4Linear  # noqa: F401
-    from .lloyd import LloydConvergenceWarning, derive_codebook  # noqa: F401
     from .lora import LoraBOF4Linear, load_lora, lora_config  # noqa: F401
     from .model import QuantReport, apply_to_model  # noqa: F401
     from .quantizer import Quantized, dequantize, quantization_error, quantize  # noqa: F401

@@ -3,7 +3,11 @@
 A checkpoint is a ``transformers`` model directory (``config.json``, ``model.safetensors`` or shards, the
 tokenizer when given) plus ``bof4_quant_config.json``: ``{"quant_method": "bof4", "format": 1, "config":
 BOF4Config, "modules": {name: BOF4Linear shape}}``. ``modules`` is empty for a fake-quantised model (plain
-``nn.Linear`` holding dequantised weights), which any ``transformers`` loader reads as it is.
+``nn.Linear`` holding dequantised weights), which any ``transformers`` loader reads as it is. A packed one also
+carries that dict as ``quantization_config`` in ``config.json`` and an empty ``<layer>.weight`` per packed layer:
+``transformers.AutoModelForCausalLM.from_pretrained`` then builds ``BOF4Linear`` layers once
+:mod:`.hf_quantizer` is imported (this module imports it), and refuses the folder (size mismatch) where it is not,
+instead of initialising the quantised layers at random.
 
 :func:`load_packed` never materialises the full-precision model: it builds the architecture on the meta device
 (``accelerate.init_empty_weights``), puts empty ``BOF4Linear`` shells in place of the quantised layers and
@@ -23,7 +27,8 @@ from torch import nn
 from iclr26_core.errors import CheckpointError, UserError
 from iclr26_core.fs import check_out_dir, staged_dir, write_json
 
-from .layer import QUANT_BUFFERS, BOF4Linear
+from .hf_quantizer import LOADER, QUANT_METHOD, sentinel_keys, shell_for
+from .layer import QUANT_BUFFERS
 from .model import _set_submodule
 
 QUANT_CONFIG_FILE = "bof4_quant_config.json"
@@ -46,8 +51,16 @@ def save_packed(model: nn.Module, out_dir: str | Path) -> Path:
         raise UserError("model was not quantised with iclr26_bof4.apply_to_model; nothing to save as BOF4")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
+    modules = quant_config["modules"]
+    state = model.state_dict()
+    state.update({key: torch.zeros(0, dtype=torch.uint8) for key in sentinel_keys(modules)})
+    model.save_pretrained(out, state_dict=state)
     write_json(out / QUANT_CONFIG_FILE, quant_config)
+    if modules:  # packed: transformers' own from_pretrained reads it through the registered "bof4" quantizer
+        config_file = out / "config.json"
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        config["quantization_config"] = {**quant_config, "quant_method": QUANT_METHOD, "loader": LOADER}
+        write_json(config_file, config)
     return out
 
 
@@ -147,20 +160,12 @@ def load_packed(
         model = model_cls(config)
     try:
         for name, spec in modules.items():
-            shell = BOF4Linear(
-                spec["in_features"],
-                spec["out_features"],
-                bias=spec["bias"],
-                block_size=spec["block_size"],
-                signed=spec["signed"],
-                weight_dtype=getattr(torch, spec.get("weight_dtype", "float32")),
-                conv1d_layout=spec.get("conv1d_layout", False),
-                device="meta",
-            )
-            _set_submodule(model, name, shell)
+            _set_submodule(model, name, shell_for(spec))
     except (KeyError, AttributeError, TypeError) as exc:
         raise CheckpointError(f"corrupt {path / QUANT_CONFIG_FILE}: {exc}") from exc
     state = _load_safetensors(path)
+    for key in sentinel_keys(modules):  # the empty placeholders that make a plain transformers load refuse
+        state.pop(key, None)
     if isinstance(dtype, torch.dtype):
         quant_keys = {f"{name}.{buf}" for name in modules for buf in QUANT_BUFFERS}
         state = {

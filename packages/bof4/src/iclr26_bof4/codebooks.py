@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache
-from importlib import resources
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from iclr26_core.errors import UserError
 from iclr26_core.fs import write_json
 
 from .config import AF4_BLOCK_SIZE, BOF4_VARIANTS, CODEBOOK_NAMES, check_block_size, codebook_available
+from .tables import shipped
 
 PUBLISHED_BLOCK_SIZE = 64
 ON_DEMAND_SAMPLES = 2**22
@@ -49,14 +48,6 @@ __all__ = [
     "resolve_codebook",
     "validate_levels",
 ]
-
-
-@lru_cache(maxsize=1)
-def _shipped() -> dict[str, Any]:
-    text = (
-        resources.files("iclr26_bof4").joinpath("data").joinpath("codebooks.json").read_text(encoding="utf-8")
-    )
-    return json.loads(text)
 
 
 def _check_name(name: str) -> str:
@@ -108,7 +99,7 @@ def _read_cache(path: Path) -> list[float] | None:
 
 
 def _derive_on_demand(name: str, block_size: int) -> list[float]:
-    from .lloyd import derive_codebook
+    from .derive import derive_codebook  # torch: only when a codebook has to be derived
 
     metric, signed = BOF4_VARIANTS[name]
     method = "theory" if block_size > ON_DEMAND_THEORY_ABOVE else "empirical"
@@ -130,7 +121,7 @@ def codebook_info(name: str = "bof4s-mse", block_size: int = 64) -> dict[str, An
     """
     key = _check_name(name)
     check_block_size(block_size)
-    data = _shipped()
+    data = shipped()
     published = data["published"]["codebooks"]
     if key == "nf4":
         return {
@@ -204,7 +195,7 @@ def regenerate_shipped(block_sizes=(32, 128, 256), n_samples: int = 2**24, seed:
     Data-driven weighted Lloyd (``derive_codebook(method="empirical")``) for the four BOF4 variants. Returns the
     section; the maintainer writes it into the JSON file (nothing is written here).
     """
-    from .lloyd import derive_codebook
+    from .derive import derive_codebook
 
     by_block: dict[str, dict[str, list[float]]] = {}
     for block_size in block_sizes:

@@ -121,7 +121,7 @@ def codebook(args: Any) -> int:
 
         info = codebook_info(args.name, args.block_size)
     else:
-        from .lloyd import derive_codebook
+        from .derive import derive_codebook
 
         levels = derive_codebook(
             args.block_size,

@@ -77,14 +77,26 @@ def _layer_weights(model: Any, skip: tuple[str, ...]):
         yield name, (w.t() if kind == "conv1d" else w)
 
 
-def model_errors(model: Any, cfg: Any, ctx: Any, label: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
-    """C3/C4 and C5 on the Linear layers of ``model`` (``lm.skip`` applies): errors pooled over every weight.
+def model_errors(
+    model: Any,
+    cfg: Any,
+    ctx: Any,
+    label: str = "",
+    skip: tuple[str, ...] | None = None,
+    sweep_books: tuple[str, ...] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """C3/C4 and C5 on the Linear layers of ``model`` (``skip``, default ``lm.skip``): errors pooled over every
+    weight.
 
-    Block sizes: ``errors.block_sizes`` for C3/C4, ``opq.block_sizes`` with ``opq.q`` for C5.
+    Block sizes: ``errors.block_sizes`` for C3/C4 — every codebook at I = 64, ``sweep_books`` (default every
+    codebook) at the other sizes — and ``opq.block_sizes`` with ``opq.q`` for C5.
     """
     sizes, opq_sizes = _sizes(cfg.errors), _sizes(cfg.opq)
-    skip = tuple(cfg.lm.get("skip", ()) or ())
-    jobs = [(i, c, None) for i in sizes for c in CODEBOOK_NAMES if codebook_available(c, i)]
+    skip = tuple(cfg.lm.get("skip", ()) or ()) if skip is None else skip
+    books = {i: [c for c in CODEBOOK_NAMES if codebook_available(c, i)] for i in sizes}
+    if sweep_books is not None:
+        books = {i: b if i == 64 else [c for c in b if c in sweep_books] for i, b in books.items()}
+    jobs = [(i, c, None) for i in sizes for c in books[i]]
     jobs += [(i, "bof4s-mse", None) for i in opq_sizes if i not in sizes]
     jobs += [(i, "bof4s-mse", float(cfg.opq.q)) for i in opq_sizes]
     sums: dict[tuple[int, str, float | None], list[float]] = {job: [0.0, 0.0, 0.0] for job in jobs}

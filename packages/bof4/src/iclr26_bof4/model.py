@@ -203,6 +203,8 @@ def apply_to_model(
                 "bias": layer.bias is not None,
                 "block_size": layer.block_size,
                 "signed": layer.signed,
+                "n_outliers": layer.outlier_idx.numel(),
+                "scale_dtype": str(layer.scales.dtype).removeprefix("torch."),
                 "weight_dtype": str(layer.weight_dtype).removeprefix("torch."),
                 "conv1d_layout": layer.conv1d_layout,
             }
