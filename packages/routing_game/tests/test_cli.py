@@ -107,14 +107,22 @@ def test_estimate_verb_on_saved_models(saved_models, tmp_path):
             value=5,
             time_value=10,
             flops_unit="1e6",
+            retries=3,
+            repeats=2,
+            n_boot=50,
             out=out,
         ),
     )
     assert res.code == 0, res.output
     est = json.loads((out / "estimate.json").read_text())
-    assert est["n_tasks"] == 2 and set(est["by_type"]) == {"add", "mul"}
+    assert est["n_tasks"] == 2 and set(est["by_type"]) == {"add", "mul"} and est["retries"] == 3
     assert est["models"][1]["c"] > est["models"][0]["c"] > 0
-    assert "equilibrium: route M" in res.stdout
+    for m in est["models"]:
+        assert (
+            m["passes"] == 6 and m["clock"] == "cpu" and len(m["seconds_per_token_repeats"]["prefill"]) == 2
+        )
+        assert m["p_ci"][0] <= m["p"] <= m["p_ci"][1]
+    assert "equilibrium: route M" in res.stdout and "over 50 bootstrap games" in res.stdout
 
 
 @pytest.mark.parametrize(
@@ -145,6 +153,14 @@ def test_estimate_verb_on_saved_models(saved_models, tmp_path):
             "does not exist",
         ),
         (["estimate", "--tasks", "digits", "--model-a", "x", "--value", "1", "--out", "OUT"], "digits"),
+        (
+            ["estimate", "--tasks", "digits", "--temperature", "0", "--value", "1", "--out", "OUT"],
+            "--temperature > 0",
+        ),
+        (
+            ["estimate", "--tasks", "digits", "--retries", "1", "--value", "1", "--out", "OUT"],
+            "retries must be",
+        ),
         (
             [
                 "estimate",

@@ -60,7 +60,7 @@ def _estimate_args(p: argparse.ArgumentParser) -> None:
         "--tasks",
         default="generated",
         help="digits (scikit-learn demo, no models), generated (arithmetic multiple choice) or a "
-        "JSON-lines file of {question, choices, answer[, type]} (default generated)",
+        "JSON-lines file of {question, choices, answer[, type]} or {prompt, target[, type]} (default generated)",
     )
     p.add_argument("--n-tasks", type=int, default=40, help="number of generated tasks (default 40)")
     p.add_argument("--value", type=float, required=True, help="user's value V of a solved task")
@@ -69,7 +69,21 @@ def _estimate_args(p: argparse.ArgumentParser) -> None:
         "--time-value",
         type=float,
         default=1.0,
-        help="value units per second of waiting (t = seconds per query x this; default 1)",
+        help="value units per second of waiting (t = CPU seconds per pass x this; default 1)",
+    )
+    p.add_argument("--retries", type=int, default=8, help="independent sampled passes per task (default 8)")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature, > 0 (default 1)")
+    p.add_argument(
+        "--repeats", type=int, default=7, help="timed passes per model; the median is used (default 7)"
+    )
+    p.add_argument(
+        "--clock",
+        choices=["cpu", "wall"],
+        default="cpu",
+        help="per-token time in process CPU (default) or wall seconds",
+    )
+    p.add_argument(
+        "--n-boot", type=int, default=1000, help="bootstrap draws for the intervals (default 1000)"
     )
     p.add_argument(
         "--cost",
@@ -107,7 +121,7 @@ app = paper_cli(
         ),
         Verb(
             "estimate",
-            "estimate (p, t, c) of two models on a multiple-choice task and solve their game",
+            "estimate (p, t, c) of two models from sampled retries, with intervals, and solve their game",
             run="iclr26_routing_game.commands:estimate",
             arguments=_estimate_args,
         ),

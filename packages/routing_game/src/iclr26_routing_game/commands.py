@@ -133,12 +133,13 @@ def sweep(args: argparse.Namespace) -> int:
 
 
 def _solvers(args: argparse.Namespace) -> tuple[list[Any], list[dict[str, Any]]]:
-    from .estimate import digits_solvers, generated_tasks, hf_solver, load_tasks
+    from .solvers import digits_solvers, hf_solver
+    from .tasks import generated_tasks, load_tasks
 
     if args.tasks == "digits":
         if args.model_a or args.model_b:
             raise UserError("--tasks digits uses its own scikit-learn solvers; omit --model-a/--model-b")
-        tasks, solvers = digits_solvers(args.seed)
+        tasks, solvers = digits_solvers(args.seed, temperature=args.temperature)
         return solvers, tasks
     if not (args.model_a and args.model_b):
         raise UserError("--model-a and --model-b are required (or --tasks digits for the offline demo)")
@@ -156,7 +157,7 @@ def _solvers(args: argparse.Namespace) -> tuple[list[Any], list[dict[str, Any]]]
     solvers = []
     for ref in (args.model_a, args.model_b):
         tok = load_tokenizer(ref)
-        solvers.append(hf_solver(load_causal_lm(ref).to(args.device), tok, ref))
+        solvers.append(hf_solver(load_causal_lm(ref).to(args.device), tok, ref, args.temperature))
     return solvers, tasks
 
 
@@ -166,6 +167,8 @@ def estimate(args: argparse.Namespace) -> int:
     final = check_out_dir(args.out)
     if args.n_tasks < 1:
         raise UserError(f"--n-tasks must be >= 1, got {args.n_tasks}")
+    if args.retries < 2 or not args.temperature > 0:
+        raise UserError(f"retries must be >= 2 and --temperature > 0, got {args.retries}, {args.temperature}")
     solvers, tasks = _solvers(args)
     est = estimate_params(
         solvers,
@@ -175,17 +178,31 @@ def estimate(args: argparse.Namespace) -> int:
         time_value=args.time_value,
         churn_penalty=args.churn_penalty,
         flops_unit=args.flops_unit,
+        retries=args.retries,
+        seed=args.seed,
+        repeats=args.repeats,
+        clock=args.clock,
+        n_boot=args.n_boot,
     )
     est.pop("game")
     inputs = {k: v for k, v in vars(args).items() if k not in ("func",)}
     with staged_dir(final) as tmp:
         write_json(tmp / "estimate.json", {**_provenance(inputs), **est})
+    ci = lambda x: f"[{x[0]:.4g}, {x[1]:.4g}]"  # noqa: E731
     for k, m in enumerate(est["models"], 1):
         print(
-            f"M{k} {m['name']}: p={m['p']:.4g} (accuracy {m['accuracy']:.4g} on {est['n_tasks']} tasks), "
-            f"t={m['t']:.4g}, c={m['c']:.4g}"
+            f"M{k} {m['name']}: p={m['p']:.4g} {ci(m['p_ci'])} ({m['passes']} passes: {est['n_tasks']} tasks x "
+            f"{est['retries']} retries), p after a failure={m['p_after_failure']:.4g} {ci(m['p_after_failure_ci'])}, "
+            f"t={m['t']:.4g} {ci(m['t_ci'])} ({m['seconds_per_pass']:.4g} {m['clock']} s per pass), "
+            f"c={m['c']:.4g} {ci(m['c_ci'])}"
         )
     print(describe(est["solution"]))
+    iv = est["intervals"]
+    print(
+        f"over {est['n_boot']} bootstrap games ({est['level']:.0%} intervals): {est['policy']} in "
+        f"{iv['share_same_policy']:.1%}; q* {ci(iv['q_ci'])}, J {ci(iv['provider_cost_ci'])}, "
+        f"U {ci(iv['user_utility_ci'])}, Δ_U {ci(iv['gap_ci'])}, throttle gain {ci(iv['throttle_gain_ci'])}"
+    )
     for kind, res in est.get("by_type", {}).items():
         eq = res["solution"]["equilibrium"]
         print(

@@ -3,9 +3,6 @@
 * ``nashpy`` — the grid game as a bimatrix game (rows: provider policies (2, ·), (1, s_j); columns: the user's
   q_k; payoffs −J and U); its Nash equilibria (Lemke–Howson from every label) against the provider's
   Stackelberg cost on the same grid: the value of commitment is J_NE − J_Stackelberg.
-* ``pygambit`` — the same grid as a leader–follower tree (the user observes the policy); the limit of its logit
-  quantal-response path (a sequential, hence subgame-perfect, equilibrium) must pick our grid optimum (same
-  policy up to ties, same cost) and cost no less than our exact continuous optimum.
 * ``routellm`` — RouteLLM's threshold routing (``Router.route``: strong model iff win rate ≥ threshold) with its
   offline ``RandomRouter`` and a confidence router built on its ``Router`` base class, on the digits demo: each
   threshold is a static mix of routes (s = 0) that our user model prices (U, J), beside the equilibrium.
@@ -28,7 +25,7 @@ from .provider import provider_optimum
 from .sampling import draw_games
 from .user_response import best_response
 
-PEERS = ("nashpy", "pygambit", "routellm")
+PEERS = ("nashpy", "routellm")  # pygambit was dropped in 0.2: no Linux wheels, never run (README)
 
 
 def installed(name: str) -> bool:
@@ -78,32 +75,12 @@ def _nashpy(m: dict[str, np.ndarray]) -> dict[str, Any]:
     return {"n_equilibria": len(set(costs)), "J_nash_min": min(costs) if costs else None}
 
 
-def _pygambit(m: dict[str, np.ndarray]) -> dict[str, Any]:
-    import pygambit as gbt
-
-    rows = ["M2" if i == 2 else f"M1 s={s:.3f}" for i, s in zip(m["i"], m["s"])]
-    cols = [f"q={q:.3f}" for q in m["q"]]
-    game = gbt.Game.new_tree(players=["provider", "user"], title="routing grid")
-    game.append_move(game.root, "provider", rows)
-    for r, node in enumerate(game.root.children):
-        game.append_move(node, "user", cols)
-        for k, leaf in enumerate(node.children):
-            out = game.add_outcome([float(-m["J"][r, k]), float(m["U"][r, k])], label=f"{r},{k}")
-            game.set_outcome(leaf, out)
-    eq = gbt.nash.logit_solve(game).equilibria[0]
-    probs = np.array([float(eq[a]) for a in game.root.infoset.actions])
-    r = int(probs.argmax())
-    user = np.array([float(eq[a]) for a in game.root.children[r].infoset.actions])
-    J = float(m["J"][r] @ user)
-    return {"row": r, "policy": rows[r], "J_spe": J, "root_prob": float(probs.max())}
-
-
 def _peer_games(cfg: Any) -> Params:
     return draw_games(int(cfg.peers.games), np.random.default_rng([int(cfg.seed), 6]))
 
 
 def equilibrium_bench(cfg: Any) -> list[dict[str, Any]]:
-    """Per random game: our exact optimum, our grid brute force, nashpy and pygambit on the same grid."""
+    """Per random game: our exact optimum, our grid brute force and nashpy on the same grid."""
     g = _peer_games(cfg)
     eq = provider_optimum(g, str(cfg.tie_break))
     rows = []
@@ -120,15 +97,13 @@ def equilibrium_bench(cfg: Any) -> list[dict[str, Any]]:
             "policy_grid": "M2" if m["i"][r] == 2 else f"M1 s={m['s'][r]:.3f}",
             "seconds_grid": time.perf_counter() - t0,
         }
-        for name, fn in (("nashpy", _nashpy), ("pygambit", _pygambit)):
-            if not installed(name):
-                continue
+        if installed("nashpy"):
             t0 = time.perf_counter()
             try:
-                res = fn(m)
+                res = _nashpy(m)
             except Exception as exc:  # a peer's failure is a row, never our failure
                 res = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-            row[name] = {**res, "seconds": time.perf_counter() - t0}
+            row["nashpy"] = {**res, "seconds": time.perf_counter() - t0}
         rows.append(row)
     return rows
 
@@ -196,17 +171,15 @@ def routellm_bench(cfg: Any, digits: tuple[list[dict], list[Any], Any]) -> dict[
 
 def _table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "| game | exact optimum (J) | grid brute force (J) | nashpy: distinct NE costs, min J_NE | pygambit SPE (J) |",
-        "| --- | --- | --- | --- | --- |",
+        "| game | exact optimum (J) | grid brute force (J) | nashpy: distinct NE costs, min J_NE |",
+        "| --- | --- | --- | --- |",
     ]
     for r in rows:
         nash = r.get("nashpy")
-        gam = r.get("pygambit")
         nash_s = "-" if nash is None else nash.get("error") or f"{nash['n_equilibria']}, {nash['J_nash_min']}"
-        gam_s = "-" if gam is None else gam.get("error") or f"{gam['policy']} ({gam['J_spe']:.4f})"
         lines.append(
             f"| {r['game']} | {r['policy_exact']} ({r['J_exact']:.4f}) | {r['policy_grid']} ({r['J_grid']:.4f}) | "
-            f"{nash_s} | {gam_s} |"
+            f"{nash_s} |"
         )
     return lines
 
@@ -225,11 +198,6 @@ def bench(cfg: Any, ctx: Any, digits: Any) -> dict[str, Any]:
         commit = [r for r in ok if r["J_grid"] <= r["nashpy"]["J_nash_min"] + 1e-9]
         res["nashpy_commitment"] = {"games_with_ne": len(ok), "stackelberg_le_nash": len(commit)}
         parts.append(f"nashpy: Stackelberg cost <= every NE found in {len(commit)}/{len(ok)}")
-    if installed("pygambit"):
-        ok = [r for r in rows if "J_spe" in r.get("pygambit", {})]
-        same = [r for r in ok if abs(r["pygambit"]["J_spe"] - r["J_grid"]) <= 1e-6 * (1 + abs(r["J_grid"]))]
-        res["pygambit_agreement"] = {"games": len(ok), "same_cost": len(same)}
-        parts.append(f"pygambit SPE = grid optimum in {len(same)}/{len(ok)}")
     if installed("routellm") and not cfg.peers.get("routellm", True):
         parts.append("routellm off at this scale (peers.routellm=false)")
     elif installed("routellm"):

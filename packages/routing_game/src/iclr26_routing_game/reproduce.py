@@ -4,9 +4,9 @@ Sections (each draws from its own random stream ``default_rng([seed, k])``):
 
 * C1-C4, V1 — `claims` (the verdicts); ``draws.csv`` holds the C2 draws with their equilibria.
 * maps — ``policy_map.png``, ``misalignment.png``, ``throttling.png``: n × n sweeps around a base game.
-* estimate — (p, t, c) of two tiny random-init gpt2 models (or the user's two models) on a generated
+* estimate — (p, t, c) from sampled i.i.d. retries of two tiny random-init gpt2 models (or the user's two) on a generated
   multiple-choice task, and of the scikit-learn digits pair; each game solved.
-* bench — nashpy, pygambit, routellm side by side (``bench.md``), when installed.
+* bench — nashpy and routellm side by side (``bench.md``), when installed.
 """
 
 from __future__ import annotations
@@ -86,10 +86,12 @@ def estimate_section(cfg: Any, ctx: Any) -> dict[str, Any]:
     from iclr26_core.models import load_causal_lm, load_tokenizer, tiny_model
     from iclr26_core.tokenizers import train_bpe
 
-    from .estimate import digits_solvers, generated_tasks, hf_solver, load_tasks
+    from .solvers import digits_solvers, hf_solver
+    from .tasks import generated_tasks, load_tasks
 
     torch.set_num_threads(1)
     lm = cfg.estimate.lm
+    T = float(lm.temperature)
     if lm.models:
         if len(lm.models) != 2:
             from iclr26_core.errors import UserError
@@ -98,29 +100,40 @@ def estimate_section(cfg: Any, ctx: Any) -> dict[str, Any]:
         solvers = []
         for name in lm.models:
             model = load_causal_lm(str(name)).to(ctx.device)
-            solvers.append(hf_solver(model, load_tokenizer(str(name)), str(name)))
+            solvers.append(hf_solver(model, load_tokenizer(str(name)), str(name), T))
     else:
         tok = train_bpe(512)
         solvers = [
-            hf_solver(tiny_model("gpt2", str(size), seed=int(cfg.seed) + k), tok, f"tiny-gpt2:{size}")
+            hf_solver(tiny_model("gpt2", str(size), seed=int(cfg.seed) + k), tok, f"tiny-gpt2:{size}", T)
             for k, size in enumerate(lm.sizes)
         ]
     tasks = load_tasks(lm.task_file) if lm.task_file else generated_tasks(int(lm.tasks), int(cfg.seed))
     res = {}
-    est = _estimate(solvers, tasks, lm, cfg.tie_break)
+    est = _estimate(solvers, tasks, lm, cfg)
     res["lm"] = {k: v for k, v in est.items() if k != "game"}
     d = cfg.estimate.digits
     tasks, solvers = digits_solvers(
-        int(cfg.seed), n_test=int(d.n_test), ensemble=int(d.ensemble), hidden=int(d.hidden)
+        int(cfg.seed),
+        n_test=int(d.n_test),
+        ensemble=int(d.ensemble),
+        hidden=int(d.hidden),
+        temperature=float(d.temperature),
     )
-    est = _estimate(solvers, tasks, d, cfg.tie_break)
+    est = _estimate(solvers, tasks, d, cfg)
     res["digits"] = {k: v for k, v in est.items() if k != "game"}
     res["_digits"] = (tasks, solvers, est["game"])  # for the routellm bench; dropped before writing
+    if cfg.estimate.get("real"):
+        from .real import real_tasks, smollm2_pair
+
+        r = cfg.estimate.real
+        solvers = smollm2_pair(list(r.drop), float(r.temperature), int(r.max_prompt_tokens))
+        est = _estimate(solvers, real_tasks(int(r.tasks), int(cfg.seed)), r, cfg)
+        res["real"] = {k: v for k, v in est.items() if k != "game"}
     return res
 
 
-def _estimate(solvers: list, tasks: list, c: Any, tie_break: str) -> dict[str, Any]:
-    """`estimate_params` with the value, time value, churn penalty and FLOP unit of config section ``c``."""
+def _estimate(solvers: list, tasks: list, c: Any, cfg: Any) -> dict[str, Any]:
+    """`estimate_params` with the settings of config section ``c`` (value, time value, retries, ...)."""
     import torch
 
     from .estimate import estimate_params
@@ -130,20 +143,28 @@ def _estimate(solvers: list, tasks: list, c: Any, tie_break: str) -> dict[str, A
             solvers,
             tasks,
             value=float(c.value),
+            retries=int(c.retries),
             time_value=float(c.time_value),
             churn_penalty=float(c.churn_penalty),
             flops_unit=float(c.flops_unit),
-            tie_break=tie_break,
+            tie_break=str(cfg.tie_break),
+            seed=int(cfg.seed),
+            repeats=int(c.repeats),
+            n_boot=int(c.n_boot),
         )
 
 
 def _describe(name: str, est: dict[str, Any]) -> str:
-    m, sol = est["models"], est["solution"]
+    m, sol, iv = est["models"], est["solution"], est["intervals"]
     eq = sol["equilibrium"]
+    ci = lambda x: f"[{x[0]:.3g}, {x[1]:.3g}]"  # noqa: E731
     return (
-        f"estimate {name}: p=({m[0]['p']:.3f}, {m[1]['p']:.3f}) t=({m[0]['t']:.3g}, {m[1]['t']:.3g}) "
-        f"c=({m[0]['c']:.3g}, {m[1]['c']:.3g}) -> {sol['regime']}, route M{eq['i']} s={eq['s']:.3g} "
-        f"q*={eq['q']:.3g}, Δ_U={sol['misalignment_gap']:.3g}, throttle gain={sol['throttling']['gain']:.3g}"
+        f"estimate {name}: p=({m[0]['p']:.3f} {ci(m[0]['p_ci'])}, {m[1]['p']:.3f} {ci(m[1]['p_ci'])}) "
+        f"p after a failure=({m[0]['p_after_failure']:.3f}, {m[1]['p_after_failure']:.3f}) "
+        f"t=({m[0]['t']:.3g}, {m[1]['t']:.3g}) c=({m[0]['c']:.3g}, {m[1]['c']:.3g}) -> {sol['regime']}, "
+        f"route M{eq['i']} s={eq['s']:.3g} q*={eq['q']:.3g} ({est['policy']} in {iv['share_same_policy']:.0%} of "
+        f"{est['n_boot']} bootstrap games), Δ_U={sol['misalignment_gap']:.3g} {ci(iv['gap_ci'])}, "
+        f"throttle gain={sol['throttling']['gain']:.3g} {ci(iv['throttle_gain_ci'])}"
     )
 
 
@@ -196,6 +217,12 @@ def run(cfg: Any, ctx: Any) -> Results:
     bar.close()
     ctx.log(_describe("lm", est["lm"]))
     ctx.log(_describe("digits", est["digits"]))
+    if "real" in est:
+        from .real import real_table
+
+        table = real_table(est["real"])
+        atomic_write_text(ctx.run_dir / "real.md", "\n".join(["# On a real model", "", *table, ""]))
+        ctx.log("\n".join(table))
     if cfg.bench:
         ctx.log(metrics["bench"]["summary"])
     return Results(claims=claims, metrics=metrics, figures=figures)
