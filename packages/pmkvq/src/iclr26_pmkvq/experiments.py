@@ -21,6 +21,7 @@ from .allocation import allocate_memory
 from .arch import capture_qkv, check_supported
 from .cache import FixedBitsCache, ProgressiveQuantizedCache, mem_bytes
 from .decoding import agreement, fp_logits, greedy, kl_per_step, teacher_forced_logits
+from .kivi import KIVICache
 from .quantizer import naive_right_shift, quantize_groups
 from .reparam import calibrate_reparameterization
 from .sensitivity import kv_sensitivity
@@ -63,17 +64,27 @@ def _peak(trace: list[list[tuple[int, int, int]]]) -> list[int]:
     return [max((b for _, _, b in tr), default=0) for tr in trace]
 
 
-def progressive_vs_fixed(model: Any, texts: torch.Tensor, c: Any, ctx: Any) -> dict[str, Any]:
-    """KL per step of PM-KVQ (budget = Mem(budget_bits) at max_len per block) and of FixedBitsCache(budget_bits)."""
-    shape = check_supported(model)
+def c2_caches(shape: Any, c: Any) -> tuple[int, dict[str, Any]]:
+    """(budget bytes per block, {name: factory}) for PM-KVQ at Mem(budget_bits) per block and the fixed-bit and
+    KIVI caches at budget_bits: the same bytes per token (KIVI keys grouped over head_dim tokens)."""
     g = shape.head_dim if c.group_size is None else int(c.group_size)
-    budget = mem_bytes(int(c.budget_bits), int(c.max_len), shape.n_kv_heads, shape.head_dim, g)
+    bits = int(c.budget_bits)
+    budget = mem_bytes(bits, int(c.max_len), shape.n_kv_heads, shape.head_dim, g)
     kw = dict(n_sink=int(c.n_sink), window=int(c.window), group_size=g)
-    ref = fp_logits(model, texts)
-    caches = {
-        "pm-kvq": ProgressiveQuantizedCache([budget] * shape.n_layers, **kw),
-        f"fixed-{int(c.budget_bits)}bit": FixedBitsCache(int(c.budget_bits), **kw),
+    return budget, {
+        "pm-kvq": lambda: ProgressiveQuantizedCache([budget] * shape.n_layers, **kw),
+        f"fixed-{bits}bit": lambda: FixedBitsCache(bits, **kw),
+        f"kivi-{bits}bit": lambda: KIVICache(bits, key_group=g, **kw),
     }
+
+
+def progressive_vs_fixed(model: Any, texts: torch.Tensor, c: Any, ctx: Any) -> dict[str, Any]:
+    """KL per step of PM-KVQ (budget = Mem(budget_bits) at max_len per block), FixedBitsCache(budget_bits) and
+    KIVICache(budget_bits), teacher-forced on ``texts``."""
+    shape = check_supported(model)
+    budget, makers = c2_caches(shape, c)
+    ref = fp_logits(model, texts)
+    caches = {name: make() for name, make in makers.items()}
     res: dict[str, Any] = {"budget_bytes_per_block": budget, "batch": len(texts), "kl": {}, "peak_bytes": {}}
     for name, cache in caches.items():
         logits = teacher_forced_logits(
@@ -92,11 +103,7 @@ def progressive_vs_fixed(model: Any, texts: torch.Tensor, c: Any, ctx: Any) -> d
     prompt, new = texts[:, : int(c.greedy_prompt)], int(c.greedy_new)
     fp_cont = greedy(model, prompt, new)
     res["greedy_agreement"] = {
-        name: agreement(fp_cont, greedy(model, prompt, new, make()))
-        for name, make in (
-            ("pm-kvq", lambda: ProgressiveQuantizedCache([budget] * shape.n_layers, **kw)),
-            (f"fixed-{int(c.budget_bits)}bit", lambda: FixedBitsCache(int(c.budget_bits), **kw)),
-        )
+        name: agreement(fp_cont, greedy(model, prompt, new, make())) for name, make in makers.items()
     }
     res["_ref"] = ref
     return res
