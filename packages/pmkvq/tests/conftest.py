@@ -27,21 +27,8 @@ def tiny_qwen2(seed: int = 0, **kw):
     import torch
     import transformers
 
-    cfg = dict(
-        vocab_size=128,
-        hidden_size=64,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=1,
-    )
-    cfg.update(kw)
     torch.manual_seed(seed)
-    model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**cfg)).eval()
+    model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**_small(**kw))).eval()
     with torch.no_grad():  # non-zero biases, so that the bias path of the reparameterisation is exercised
         for layer in model.model.layers:
             for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):

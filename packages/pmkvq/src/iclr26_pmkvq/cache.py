@@ -270,6 +270,8 @@ class _LayerList(Cache):
 class ProgressiveQuantizedCache(_LayerList):
     """PM-KVQ's cache: one byte budget per block (per sequence), progressive 16 → 8 → 4 → 2 bit."""
 
+    layer_class = ProgressiveLayer
+
     def __init__(
         self,
         budgets_bytes: Sequence[float],
@@ -280,13 +282,14 @@ class ProgressiveQuantizedCache(_LayerList):
         window: int = 128,
         group_size: int | None = None,
         count_scales: bool = True,
+        **layer_kwargs: Any,
     ) -> None:
         budgets = list(budgets_bytes)
         if not budgets or any(not b > 0 for b in budgets):
             raise UserError(f"every block budget must be > 0 bytes, got {budgets}")
         self.budgets_bytes = budgets
         layers = [
-            ProgressiveLayer(
+            self.layer_class(
                 b,
                 layer_idx=i,
                 init_bits=init_bits,
@@ -295,6 +298,7 @@ class ProgressiveQuantizedCache(_LayerList):
                 window=window,
                 group_size=group_size,
                 count_scales=count_scales,
+                **layer_kwargs,
             )
             for i, b in enumerate(budgets)
         ]

@@ -16,13 +16,11 @@ ranges and zeros, for K and for V.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from iclr26_core.errors import UserError
 
-from .cache import FixedBitsCache, ProgressiveLayer
+from .cache import FixedBitsCache, ProgressiveLayer, ProgressiveQuantizedCache
 from .quantizer import QuantizedGroups, quantize_groups
 
 
@@ -61,15 +59,12 @@ class KIVICache(FixedBitsCache):
     ``key_group``: tokens per key group (default head_dim, which gives PM-KVQ's bytes per token at equal bits).
     """
 
-    layer_class = KIVILayer
+    layer_class = KIVILayer  # FixedBitsCache passes ``key_group=`` on to every KIVILayer
 
-    def __init__(
-        self,
-        bits: Sequence[int] | int,
-        *,
-        n_sink: int = 1,
-        window: int = 128,
-        group_size: int | None = None,
-        key_group: int | None = None,
-    ) -> None:
-        super().__init__(bits, n_sink=n_sink, window=window, group_size=group_size, key_group=key_group)
+
+class ProgressiveKIVICache(ProgressiveQuantizedCache):
+    """PM-KVQ's progressive budgets with KIVI's layout (keys per channel over ``key_group`` tokens): the ERS
+    shrink is layout-free, so the progressive idea applies on top of KIVI's grouping (an extra arm, not the
+    paper's method)."""
+
+    layer_class = KIVILayer

@@ -38,18 +38,11 @@ def claim_c1(cfg: Any) -> tuple[Claim, dict]:
     return claim, r
 
 
-def c2_verdict(mean_kl: dict[str, float], bits: int) -> tuple[str, float, bool]:
-    """(the stronger baseline, KL(PM-KVQ) / its KL, ratio <= 0.8): the stronger of fixed and KIVI at ``bits``."""
-    base = min((f"fixed-{bits}bit", f"kivi-{bits}bit"), key=lambda k: mean_kl[k])
-    ratio = mean_kl["pm-kvq"] / mean_kl[base] if mean_kl[base] > 0 else float("inf")
-    return base, ratio, ratio <= 0.8
-
-
 def claim_c2(r: dict, cfg: Any) -> Claim:
     bits = int(cfg.c2.budget_bits)
     name_fixed, name_kivi = f"fixed-{bits}bit", f"kivi-{bits}bit"
     kl_pm, kl_fixed = r["mean_kl"]["pm-kvq"], r["mean_kl"][name_fixed]
-    base, ratio, ok = c2_verdict(r["mean_kl"], bits)
+    base, ratio, ok = ex.c2_verdict(r["mean_kl"], bits)
     holds = ok and r["within_budget"]
     changes = "; ".join(f"{t}:{b}b" for t, b in r["bit_changes"][0])
     return Claim(
@@ -147,8 +140,13 @@ def bench_table(r2: dict, bench: list[dict], missing: list[str]) -> str:
 
 
 def run(cfg: Any, ctx: Any) -> Results:
-    """C1-C4, the peers bench, kl_per_step.png and memory_trace.png in ctx.run_dir."""
+    """C1-C4, the peers bench, kl_per_step.png and memory_trace.png in ctx.run_dir (scale=real: `run_real`)."""
     from .lm import heldout_blocks, language_model, train_blocks
+
+    if cfg.scale.name == "real":
+        from .real_report import run_real_scale
+
+        return run_real_scale(cfg, ctx)
 
     c1, r1 = claim_c1(cfg)
     model, tokenizer, desc = language_model(cfg, ctx, int(cfg.seed))
