@@ -20,6 +20,7 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
     {
         "quantizer": "quantize_groups QuantizedGroups equivalent_right_shift naive_right_shift",
         "cache": "ProgressiveQuantizedCache FixedBitsCache KVBudgetError mem_bytes",
+        "kivi": "KIVICache ProgressiveKIVICache",
         "sensitivity": "kv_sensitivity",
         "allocation": "allocate_memory",
         "reparam": "calibrate_reparameterization RepScales",

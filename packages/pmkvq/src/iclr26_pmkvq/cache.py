@@ -10,8 +10,11 @@ N that fits. Budgets are per sequence; bytes(main) counts codes + float16 ranges
 (``count_scales=False``: codes only, the official accounting). Sink and window are a constant overhead,
 identical for every method compared, reported separately (`overhead_bytes`, 2 bytes per element).
 
-The attention of each step sees exactly what the cache holds: [sink, dequantised main, window]. The main
-cache is dequantised again at every step (what a CPU or a non-fused GPU path pays: O(length) work per step).
+Quantisation is for storage only: the attention of a forward sees [sink, dequantised main, window] *as the
+cache held them before this forward* plus the forward's own key/value states in full precision; the new tokens
+are stored (and flushed, quantised, shrunk) afterwards. This is what the official PM-KVQ attention and
+transformers' ``QuantizedCache`` do, and it makes a prefill give the full-precision logits. The main cache is
+dequantised again at every step (what a CPU or a non-fused GPU path pays: O(length) work per step).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from transformers.cache_utils import Cache, DynamicLayer
@@ -124,16 +128,26 @@ class ProgressiveLayer(DynamicLayer):
         return sum(t.numel() * FP16_BYTES for t in (self.sink_k, self.sink_v, self.win_k, self.win_v))
 
     def main_tokens(self) -> int:
-        return 0 if self.main_k is None else self.main_k.packed.shape[-2]
+        return 0 if self.main_v is None else self.main_v.packed.shape[-2]
+
+    # ------------------------------------------------------------- layout of the keys (KIVI overrides these)
+    key_cat_dim = -2  # the dim of the stored key groups along which flushed chunks are concatenated
+
+    def _quantize_keys(self, k: torch.Tensor) -> QuantizedGroups:
+        """Keys [B, H, T, D] -> groups of ``group_size`` channels per token and head (the PM-KVQ layout)."""
+        return quantize_groups(k, self.bits, self.group_size)
+
+    def _dequantize_keys(self, q: QuantizedGroups) -> torch.Tensor:
+        return q.dequantize(self.dtype)
 
     # ----------------------------------------------------------------------------------------------- update
     def _append_main(self, k: torch.Tensor, v: torch.Tensor) -> None:
-        qk = quantize_groups(k, self.bits, self.group_size)
+        qk = self._quantize_keys(k)
         qv = quantize_groups(v, self.bits, self.group_size)
         if self.main_k is None:
             self.main_k, self.main_v = qk, qv
         else:
-            self.main_k = QuantizedGroups.cat([self.main_k, qk])
+            self.main_k = QuantizedGroups.cat([self.main_k, qk], self.key_cat_dim)
             self.main_v = QuantizedGroups.cat([self.main_v, qv])
         limit = self.budget * k.shape[0]
         while self.main_bytes() > limit:
@@ -147,6 +161,9 @@ class ProgressiveLayer(DynamicLayer):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
+        # what this forward attends to: the cache as it stood, plus its own tokens in full precision
+        past_k, past_v = self.states()
+        out = torch.cat([past_k, key_states], dim=-2), torch.cat([past_v, value_states], dim=-2)
         self.cumulative_length += key_states.shape[-2]
         take = min(self.n_sink - self.sink_k.shape[-2], key_states.shape[-2])
         if take > 0:
@@ -161,13 +178,13 @@ class ProgressiveLayer(DynamicLayer):
             self._append_main(self.win_k[..., :flush, :], self.win_v[..., :flush, :])
             self.win_k, self.win_v = self.win_k[..., flush:, :], self.win_v[..., flush:, :]
         self.trace.append((self.cumulative_length, self.bits, self.main_bytes()))
-        return self.states()
+        return out
 
     def states(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """[sink, dequantised main, window] for keys and values, in the model's dtype."""
+        """What the cache holds: [sink, dequantised main, window] for keys and values, in the model's dtype."""
         ks, vs = [self.sink_k], [self.sink_v]
         if self.main_k is not None:
-            ks.append(self.main_k.dequantize(self.dtype))
+            ks.append(self._dequantize_keys(self.main_k))
             vs.append(self.main_v.dequantize(self.dtype))
         ks.append(self.win_k)
         vs.append(self.win_v)
@@ -253,6 +270,8 @@ class _LayerList(Cache):
 class ProgressiveQuantizedCache(_LayerList):
     """PM-KVQ's cache: one byte budget per block (per sequence), progressive 16 → 8 → 4 → 2 bit."""
 
+    layer_class = ProgressiveLayer
+
     def __init__(
         self,
         budgets_bytes: Sequence[float],
@@ -263,13 +282,14 @@ class ProgressiveQuantizedCache(_LayerList):
         window: int = 128,
         group_size: int | None = None,
         count_scales: bool = True,
+        **layer_kwargs: Any,
     ) -> None:
         budgets = list(budgets_bytes)
         if not budgets or any(not b > 0 for b in budgets):
             raise UserError(f"every block budget must be > 0 bytes, got {budgets}")
         self.budgets_bytes = budgets
         layers = [
-            ProgressiveLayer(
+            self.layer_class(
                 b,
                 layer_idx=i,
                 init_bits=init_bits,
@@ -278,6 +298,7 @@ class ProgressiveQuantizedCache(_LayerList):
                 window=window,
                 group_size=group_size,
                 count_scales=count_scales,
+                **layer_kwargs,
             )
             for i, b in enumerate(budgets)
         ]
@@ -290,6 +311,8 @@ class FixedBitsCache(_LayerList):
     ``bits``: one bit-width for every block, or one per block.
     """
 
+    layer_class = ProgressiveLayer
+
     def __init__(
         self,
         bits: Sequence[int] | int,
@@ -297,10 +320,11 @@ class FixedBitsCache(_LayerList):
         n_sink: int = 1,
         window: int = 128,
         group_size: int | None = None,
+        **layer_kwargs: Any,
     ) -> None:
         def make(b: int, i: int = 0) -> ProgressiveLayer:
             b = check_bits(b, CACHE_BITS)
-            return ProgressiveLayer(
+            return self.layer_class(
                 math.inf,
                 layer_idx=i,
                 init_bits=b,
@@ -308,6 +332,7 @@ class FixedBitsCache(_LayerList):
                 n_sink=n_sink,
                 window=window,
                 group_size=group_size,
+                **layer_kwargs,
             )
 
         if isinstance(bits, int):

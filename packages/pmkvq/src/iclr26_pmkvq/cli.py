@@ -20,7 +20,9 @@ def _bits_list(value: str) -> list[int]:
 
 
 def _model_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="local model directory or hub id (Llama, Qwen2, Mistral)")
+    p.add_argument(
+        "--model", required=True, help="local model directory or hub id (Llama, Qwen2, Mistral, Phi-3, Qwen3)"
+    )
 
 
 def _calibrate_args(p: argparse.ArgumentParser) -> None:

@@ -93,7 +93,7 @@ def _ppl(logits, ids) -> float:
 def evaluate(args: Any) -> int:
     """FP cache vs PM-KVQ vs fixed bits (the plan's bits from the first token) on held-out text."""
     from .cache import FixedBitsCache
-    from .decoding import fp_logits, kl_per_step, teacher_forced_logits
+    from .decoding import flush_aligned_logits, fp_logits, kl_per_step
     from .figures import memory_figure
     from .pipeline import PMKVQPlan
 
@@ -114,7 +114,7 @@ def evaluate(args: Any) -> int:
     )
     results: dict[str, Any] = {"fp": {"ppl": _ppl(ref, ids)}}
     for name, cache in (("pm-kvq", pm_cache), ("fixed", fixed_cache)):
-        logits = teacher_forced_logits(model, ids, cache)
+        logits = flush_aligned_logits(model, ids, cache)
         results[name] = {
             "mean_kl": float(kl_per_step(ref, logits).mean()),
             "ppl": _ppl(logits, ids),

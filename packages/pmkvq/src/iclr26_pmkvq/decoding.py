@@ -2,7 +2,11 @@
 
 The FP reference of a text is one causal forward over all its tokens (what a FP cache gives at every step).
 A quantised cache is run as decoding runs: one token per forward (after an optional prefill), so every
-logit sees the cache as it stands at that step.
+logit sees the cache as it stands at that step. `flush_aligned_logits` gives the same logits far faster: a cache
+changes its stored (quantised) part only when its full-precision window/residual fills, and between two such
+flushes a decoding step attends to [stored part, window in FP, itself in FP], which is exactly what one forward
+of all the tokens up to the next flush sees. Feeding the tokens in chunks that end at the flush points is
+therefore step-by-step decoding, computed in a few forwards (tested against the one-token loop).
 """
 
 from __future__ import annotations
@@ -38,6 +42,47 @@ def teacher_forced_logits(
     for a, b in progress(steps) if progress else steps:
         logits = model(input_ids=ids[:, a:b], use_cache=True, **{key: cache}).logits
         out.append(logits.float())
+    return torch.cat(out, dim=1)
+
+
+def tokens_to_flush(cache: Any) -> int | None:
+    """Tokens the next forward may take without crossing a change of the cache's stored part (None: any)."""
+    if type(cache).__name__ == "DynamicCache":
+        return None
+    layers = getattr(cache, "layers", None) or []
+    layer = layers[0] if layers else None
+    if layer is None or not getattr(layer, "is_initialized", False):
+        return 1  # the first token of a decoding from scratch
+    if hasattr(layer, "win_k"):  # our ProgressiveLayer / KIVILayer: sink first, then the window
+        if layer.sink_k.shape[-2] < layer.n_sink:
+            return 1
+        return max(1, layer.window - layer.win_k.shape[-2]) if layer.window > 0 else 1
+    if hasattr(
+        layer, "residual_length"
+    ):  # transformers' QuantizedLayer: re-quantises when the residual fills
+        held = layer.keys.shape[-2] if layer.keys.dim() == 4 else 0
+        return max(1, layer.residual_length - held)
+    raise TypeError(f"no flush rule known for {type(cache).__name__}: use teacher_forced_logits")
+
+
+@torch.no_grad()
+def flush_aligned_logits(
+    model: Any, ids: torch.Tensor, cache: Any, prefill: int = 0, progress: Callable | None = None
+) -> torch.Tensor:
+    """The logits of `teacher_forced_logits` (``prefill`` at once, then decoding), in forwards that end at the
+    cache's flush points (`tokens_to_flush`): [B, L, V] float32."""
+    key = cache_kwarg(model)
+    out, t, n = [], 0, ids.shape[1]
+    bar = progress(range(n)) if progress else None
+    while t < n:
+        step = prefill if (t == 0 and prefill > 0) else (tokens_to_flush(cache) or n - t)
+        b = min(n, t + step)
+        out.append(model(input_ids=ids[:, t:b], use_cache=True, **{key: cache}).logits.float())
+        if bar is not None:
+            bar.update(b - t)
+        t = b
+    if bar is not None:
+        bar.close()
     return torch.cat(out, dim=1)
 
 

@@ -20,7 +20,8 @@ import torch
 from .allocation import allocate_memory
 from .arch import capture_qkv, check_supported
 from .cache import FixedBitsCache, ProgressiveQuantizedCache, mem_bytes
-from .decoding import agreement, fp_logits, greedy, kl_per_step, teacher_forced_logits
+from .decoding import agreement, flush_aligned_logits, fp_logits, greedy, kl_per_step
+from .kivi import KIVICache
 from .quantizer import naive_right_shift, quantize_groups
 from .reparam import calibrate_reparameterization
 from .sensitivity import kv_sensitivity
@@ -63,20 +64,37 @@ def _peak(trace: list[list[tuple[int, int, int]]]) -> list[int]:
     return [max((b for _, _, b in tr), default=0) for tr in trace]
 
 
-def progressive_vs_fixed(model: Any, texts: torch.Tensor, c: Any, ctx: Any) -> dict[str, Any]:
-    """KL per step of PM-KVQ (budget = Mem(budget_bits) at max_len per block) and of FixedBitsCache(budget_bits)."""
-    shape = check_supported(model)
+def c2_caches(shape: Any, c: Any) -> tuple[int, dict[str, Any]]:
+    """(budget bytes per block, {name: factory}) for PM-KVQ at Mem(budget_bits) per block and the fixed-bit and
+    KIVI caches at budget_bits: the same bytes per token (KIVI keys grouped over head_dim tokens)."""
     g = shape.head_dim if c.group_size is None else int(c.group_size)
-    budget = mem_bytes(int(c.budget_bits), int(c.max_len), shape.n_kv_heads, shape.head_dim, g)
+    bits = int(c.budget_bits)
+    budget = mem_bytes(bits, int(c.max_len), shape.n_kv_heads, shape.head_dim, g)
     kw = dict(n_sink=int(c.n_sink), window=int(c.window), group_size=g)
-    ref = fp_logits(model, texts)
-    caches = {
-        "pm-kvq": ProgressiveQuantizedCache([budget] * shape.n_layers, **kw),
-        f"fixed-{int(c.budget_bits)}bit": FixedBitsCache(int(c.budget_bits), **kw),
+    return budget, {
+        "pm-kvq": lambda: ProgressiveQuantizedCache([budget] * shape.n_layers, **kw),
+        f"fixed-{bits}bit": lambda: FixedBitsCache(bits, **kw),
+        f"kivi-{bits}bit": lambda: KIVICache(bits, key_group=g, **kw),
     }
+
+
+def c2_verdict(mean_kl: dict[str, float], bits: int) -> tuple[str, float, bool]:
+    """(the stronger baseline, KL(PM-KVQ) / its KL, ratio <= 0.8): the stronger of fixed and KIVI at ``bits``."""
+    base = min((f"fixed-{bits}bit", f"kivi-{bits}bit"), key=lambda k: mean_kl[k])
+    ratio = mean_kl["pm-kvq"] / mean_kl[base] if mean_kl[base] > 0 else float("inf")
+    return base, ratio, ratio <= 0.8
+
+
+def progressive_vs_fixed(model: Any, texts: torch.Tensor, c: Any, ctx: Any) -> dict[str, Any]:
+    """KL per step of PM-KVQ (budget = Mem(budget_bits) at max_len per block), FixedBitsCache(budget_bits) and
+    KIVICache(budget_bits), teacher-forced on ``texts``."""
+    shape = check_supported(model)
+    budget, makers = c2_caches(shape, c)
+    ref = fp_logits(model, texts)
+    caches = {name: make() for name, make in makers.items()}
     res: dict[str, Any] = {"budget_bytes_per_block": budget, "batch": len(texts), "kl": {}, "peak_bytes": {}}
     for name, cache in caches.items():
-        logits = teacher_forced_logits(
+        logits = flush_aligned_logits(
             model, texts, cache, progress=lambda s, n=name: ctx.progress(s, desc=f"C2 {n}")
         )
         res["kl"][name] = kl_per_step(ref, logits).tolist()
@@ -92,11 +110,7 @@ def progressive_vs_fixed(model: Any, texts: torch.Tensor, c: Any, ctx: Any) -> d
     prompt, new = texts[:, : int(c.greedy_prompt)], int(c.greedy_new)
     fp_cont = greedy(model, prompt, new)
     res["greedy_agreement"] = {
-        name: agreement(fp_cont, greedy(model, prompt, new, make()))
-        for name, make in (
-            ("pm-kvq", lambda: ProgressiveQuantizedCache([budget] * shape.n_layers, **kw)),
-            (f"fixed-{int(c.budget_bits)}bit", lambda: FixedBitsCache(int(c.budget_bits), **kw)),
-        )
+        name: agreement(fp_cont, greedy(model, prompt, new, make())) for name, make in makers.items()
     }
     res["_ref"] = ref
     return res
@@ -112,7 +126,7 @@ def peer_rows(
     rows = []
     for b in nbits:
         cache = quanto_cache(model, int(b), int(c.window), shape.head_dim)
-        logits = teacher_forced_logits(
+        logits = flush_aligned_logits(
             model, texts, cache, progress=lambda s, b=b: ctx.progress(s, desc=f"peer quanto {b}bit")
         )
         kl = kl_per_step(ref, logits)
@@ -162,7 +176,7 @@ def planted_allocation(
     kl = {}
     for combo in ctx.progress(combos, desc=f"C3 seed {seed} allocations"):
         cache = FixedBitsCache(combo, n_sink=int(c.n_sink), window=int(c.window))
-        kl[str(combo)] = float(kl_per_step(ref, teacher_forced_logits(m, texts, cache)).mean())
+        kl[str(combo)] = float(kl_per_step(ref, flush_aligned_logits(m, texts, cache)).mean())
     equal = [kl[str(cb)] for cb in combos if sum(map(block_mem, cb)) == budget]
     return {
         "planted": planted,

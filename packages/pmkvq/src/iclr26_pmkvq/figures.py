@@ -48,3 +48,29 @@ def memory_figure(
     ax.legend(fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def bits_figure(
+    traces: dict[str, Sequence[Sequence[tuple[int, int, int]]]], path: str | Path, title: str = ""
+) -> str:
+    """Bit-width of every block's main cache over cached tokens, one panel per run (rows: blocks)."""
+    import numpy as np
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(traces), figsize=(5.5 * len(traces), 4.2), squeeze=False)
+    levels = [16, 8, 4, 2]
+    for ax, (name, trace) in zip(axes[0], traces.items()):
+        n_tok = max(t for tr in trace for t, _, _ in tr)
+        grid = np.full((len(trace), n_tok), np.nan)
+        for i, tr in enumerate(trace):
+            starts = [0] + [t for t, _, _ in tr[1:]]  # a prefill's tokens hold the bits of its first record
+            for a, b, (_, bits, _) in zip(starts, [*starts[1:], n_tok], tr):
+                grid[i, a:b] = levels.index(bits)
+        im = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis_r", vmin=0, vmax=3)
+        ax.set_xlabel("cached tokens")
+        ax.set_ylabel("block")
+        ax.set_title(name, fontsize=9)
+    cbar = fig.colorbar(im, ax=axes[0].tolist(), ticks=range(4))
+    cbar.ax.set_yticklabels([f"{b} bit" for b in levels])
+    fig.suptitle(title or "PM-KVQ bit-width per block while decoding")
+    return save_figure(fig, path)

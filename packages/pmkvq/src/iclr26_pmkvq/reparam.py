@@ -1,12 +1,15 @@
 """Calibration with positional interpolation and the function-preserving reparameterisation of K and Q.
 
 Per block and KV head, channel j: λ_j = (max over calibration tokens of |K_j|)^α, the max taken jointly over
-the RoPE pair (j, j + d/2) so that λ commutes with the rotation (``rotate_half`` pairing). k_proj rows (and
-bias) are divided by λ, q_proj rows (and bias) multiplied by λ, repeated over each GQA group: QKᵀ is unchanged
-in full precision while key outliers move to the queries. α per block from the grid {1, 0.95, …, 0.05}
-minimising the MSE between the FP attention output and the one with RTN-quantised K and V (``k_bits`` /
-``v_bits``), on calibration text fed at PI positions 0, s, 2s, … (s = effective_len / T), so that short
-calibration sees the RoPE angles of long contexts. λ is clamped to [1e-4, 1e4].
+the RoPE pair (j, j + r/2) (r the rotary dim: head_dim unless partial rotary) so that λ commutes with the
+rotation (``rotate_half`` pairing). The keys are divided by λ and the queries multiplied by λ (repeated over each
+GQA group): k_proj / q_proj rows and biases, the K / Q rows of a fused qkv_proj (Phi-3), or the k_norm / q_norm
+weights of a q/k-norm model (Qwen3; there the norm weights are shared by the heads, so λ is the max over all KV
+heads). QKᵀ is unchanged in full precision while key outliers move to the queries. α per block from the grid
+{1, 0.95, …, 0.05} minimising the MSE of the attention module's output *after o_proj* (as the official search
+does) between FP and RTN-quantised K and V (``k_bits`` / ``v_bits``), on calibration text fed at PI positions
+0, s, 2s, … (s = effective_len / T), so that short calibration sees the RoPE angles of long contexts; every
+block sees the FP hidden states. λ is clamped to [1e-4, 1e4].
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import torch
 
 from iclr26_core.errors import UserError
 
-from .arch import attention_modules, capture_qkv, check_supported
+from .arch import attention_modules, capture_qkv, check_supported, scale_queries_keys
 from .quantizer import fake_quantize
 
 LAMBDA_RANGE = (1e-4, 1e4)
@@ -31,15 +34,22 @@ def alpha_grid(n: int = 20) -> list[float]:
     return [round(1 - k / n, 10) for k in range(n)]
 
 
-def pair_max(absmax: torch.Tensor) -> torch.Tensor:
-    """max(|K_j|, |K_{j+d/2}|) written back to both channels of each RoPE pair: [..., D] → [..., D]."""
-    half = absmax.shape[-1] // 2
-    m = torch.maximum(absmax[..., :half], absmax[..., half:])
-    return torch.cat([m, m], dim=-1)
+def pair_max(absmax: torch.Tensor, rotary_dim: int | None = None) -> torch.Tensor:
+    """max(|K_j|, |K_{j+r/2}|) written back to both channels of each RoPE pair (j < r/2, r = ``rotary_dim``,
+    default all channels); channels beyond r (not rotated) keep their own max: [..., D] → [..., D]."""
+    r = absmax.shape[-1] if rotary_dim is None else int(rotary_dim)
+    half = r // 2
+    m = torch.maximum(absmax[..., :half], absmax[..., half:r])
+    return torch.cat([m, m, absmax[..., r:]], dim=-1)
 
 
-def lambdas(absmax: torch.Tensor, alpha: float) -> torch.Tensor:
-    return pair_max(absmax).clamp_min(1e-12).pow(alpha).clamp(*LAMBDA_RANGE)
+def lambdas(absmax: torch.Tensor, alpha: float, rotary_dim: int | None = None) -> torch.Tensor:
+    return pair_max(absmax, rotary_dim).clamp_min(1e-12).pow(alpha).clamp(*LAMBDA_RANGE)
+
+
+def o_proj_output(attn: Any, out: torch.Tensor) -> torch.Tensor:
+    """The attention module's output: o_proj of the heads [B, Hq, T, D] → [B, T, hidden]."""
+    return attn.o_proj(out.transpose(1, 2).flatten(-2))
 
 
 def attention_output(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scaling: float) -> torch.Tensor:
@@ -59,27 +69,19 @@ class RepScales:
     mse: list[dict[float, float]] = field(default_factory=list)  # per block: α → attention-output MSE
 
     def apply(self, model: Any) -> Any:
-        """Divide k_proj rows/bias by λ and multiply q_proj rows/bias by λ, in place; returns the model."""
+        """Divide the keys by λ and multiply the queries by λ (projection rows/biases or q/k-norm weights), in
+        place; returns the model."""
         shape = check_supported(model)
         mods = attention_modules(model)
         if len(mods) != len(self.lambdas):
             raise UserError(f"rep scales are for {len(self.lambdas)} blocks, the model has {len(mods)}")
-        group = shape.n_heads // shape.n_kv_heads
-        with torch.no_grad():
-            for attn, lam in zip(mods, self.lambdas):
-                if list(lam.shape) != [shape.n_kv_heads, shape.head_dim]:
-                    raise UserError(
-                        f"rep scales of shape {list(lam.shape)} do not fit "
-                        f"{shape.n_kv_heads} KV heads x head_dim {shape.head_dim}"
-                    )
-                k_scale = lam.reshape(-1).to(attn.k_proj.weight)
-                q_scale = lam.repeat_interleave(group, 0).reshape(-1).to(attn.q_proj.weight)
-                attn.k_proj.weight.div_(k_scale[:, None])
-                attn.q_proj.weight.mul_(q_scale[:, None])
-                if attn.k_proj.bias is not None:
-                    attn.k_proj.bias.div_(k_scale)
-                if attn.q_proj.bias is not None:
-                    attn.q_proj.bias.mul_(q_scale)
+        for attn, lam in zip(mods, self.lambdas):
+            if list(lam.shape) != [shape.n_kv_heads, shape.head_dim]:
+                raise UserError(
+                    f"rep scales of shape {list(lam.shape)} do not fit "
+                    f"{shape.n_kv_heads} KV heads x head_dim {shape.head_dim}"
+                )
+            scale_queries_keys(attn, shape, lam)
         return model
 
     def save(self, path: str | Path) -> None:
@@ -138,18 +140,23 @@ def calibrate_reparameterization(
     shape = check_supported(model)
     batches = list(batches)
     absmax = key_absmax(model, batches, effective_len)
+    if shape.qk_norm:  # one λ for all heads: the norm weights are shared
+        absmax = [m.amax(0, keepdim=True).expand_as(m).contiguous() for m in absmax]
     alphas = alpha_grid(grid)
     err = [dict.fromkeys(alphas, 0.0) for _ in range(shape.n_layers)]
     group = shape.n_heads // shape.n_kv_heads
-    for ids in batches:
-        for i, (q, k, v) in enumerate(capture_qkv(model, ids, effective_len)):
-            ref = attention_output(q, k, v, shape.scaling)
-            vq = fake_quantize(v, v_bits, group_size)
-            for a in alphas:
-                lam = lambdas(absmax[i], a)[None, :, None, :]  # [1, Hkv, 1, D]
-                kq = fake_quantize(k / lam, k_bits, group_size)
-                qs = q * lam.repeat_interleave(group, 1)
-                out = attention_output(qs, kq, vq, shape.scaling)
-                err[i][a] += float((out - ref).square().mean()) / len(batches)
+    mods = attention_modules(model)
+    with torch.no_grad():
+        for ids in batches:
+            for i, (q, k, v) in enumerate(capture_qkv(model, ids, effective_len)):
+                ref = o_proj_output(mods[i], attention_output(q, k, v, shape.scaling))
+                vq = fake_quantize(v, v_bits, group_size)
+                for a in alphas:
+                    lam = lambdas(absmax[i], a, shape.rotary_dim)[None, :, None, :]  # [1, Hkv, 1, D]
+                    kq = fake_quantize(k / lam, k_bits, group_size)
+                    qs = q * lam.repeat_interleave(group, 1)
+                    out = o_proj_output(mods[i], attention_output(qs, kq, vq, shape.scaling))
+                    err[i][a] += float((out - ref).square().mean()) / len(batches)
     best = [min(e, key=e.get) for e in err]
-    return RepScales([lambdas(m, a) for m, a in zip(absmax, best)], best, effective_len, err)
+    lams = [lambdas(m, a, shape.rotary_dim) for m, a in zip(absmax, best)]
+    return RepScales(lams, best, effective_len, err)
