@@ -228,7 +228,7 @@ def test_train_defaults_converge_and_say_so(tmp_path, saved_gpt2):
     """The paper's γ and TAF grid with `train`'s defaults (stop on convergence, max 20000 steps) on a small
     model: bias adaptation converges, stops early, and metrics.json / report.md say so per group; a run cut
     short is reported as not converged, with a warning naming the groups above their target."""
-    acts = ["--activations", str(tmp_path / "acts"), "--pydoc", "--tokens", "30000"]
+    acts = ["--activations", str(tmp_path / "acts"), "--pydoc", "--tokens", "12000"]
     small = ["--model", str(saved_gpt2), "--layer", "2", *acts, "--neurons", "100", "--ltf", "0.01"]
     res = run_cli(main, ["train", *small, "--every", "10", "--out", str(tmp_path / "done")])
     assert res.code == 0, res.stderr

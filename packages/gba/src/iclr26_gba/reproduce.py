@@ -296,7 +296,12 @@ def chance_frr(n_features: int, d: int, n_neurons: int, seed: int, tau: float = 
 
 
 def run(cfg, ctx) -> Results:
-    """``iclr26-gba reproduce``: C1–C3 on the toy (``seeds`` seeds), C4/C5 the resonance sweeps; figures."""
+    """``iclr26-gba reproduce``: C1–C3 on the toy (``seeds`` seeds), C4/C5 the resonance sweeps; figures.
+    ``scale=real``: SAEs on SmolLM2's activations instead (`iclr26_gba.real`)."""
+    if cfg.get("real"):
+        from .real import run as run_real
+
+        return run_real(cfg, ctx)
     sweeps_cfg = [cfg.resonance] + ([cfg.narrow] if cfg.get("narrow") else [])
     n_jobs = sum(_arm_seeds(cfg, a) for a in cfg.arms.values())
     n_jobs += sum(len(rc.ratios) * int(rc.seeds) for rc in sweeps_cfg)
