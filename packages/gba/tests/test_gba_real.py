@@ -23,7 +23,7 @@ def test_real_scale_smallest(tmp_path):
     assert m["rows"] == {"train": 1024, "test": 512} and len(m["gba_groups"]) == 10
     k = m["k"]
     assert set(m["real"]) == {"gba", f"topk{k}", f"sae-lens TopK k={k}", f"sae-lens BatchTopK k={k}"}
-    assert abs(m["real"][f"topk{k}"]["l0"] - k) < 1e-6  # TopK fires exactly k latents per row
+    assert 0 < m["real"][f"topk{k}"]["l0"] <= k  # TopK fires at most k latents per row
     assert "| group | TAF |" in (out / "real.md").read_text()
     # the cached activations equal hidden_states[15] of the same blocks, position 0 dropped
     from iclr26_core.corpus import token_blocks
