@@ -106,6 +106,7 @@ class GroupBiasAdaptation:
         self.groups = groups
         self.targets = self.taf[groups]
         self.n_updates = 0
+        self.last_window: torch.Tensor | None = None  # p_m [M] of the window the last update acted on
         self.reset()
 
     def config(self) -> dict:
@@ -164,9 +165,10 @@ class GroupBiasAdaptation:
         if self._rows == 0:
             return {"lowered": 0, "raised": 0}
         b = sae.b
+        self.last_window = self.window_frequencies()
         new, lowered, raised = ba_update(
             b.detach().cpu().to(torch.float64),
-            self.window_frequencies(),
+            self.last_window,
             self._max.to("cpu", torch.float64).clamp_min(0),
             self.targets,
             self.groups,

@@ -63,7 +63,29 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="let Adam move b_pre (default: frozen at the data mean; a learnable one undoes the adaptation)",
     )
-    p.add_argument("--steps", type=int, default=2000, help="optimiser steps (default 2000)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=20000,
+        help="at most this many optimiser steps (default 20000 = 400 bias updates at T = 50); "
+        "training stops earlier once bias adaptation has converged",
+    )
+    p.add_argument(
+        "--stop-on-convergence",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="stop once every group's median firing has been within --tolerance of its TAF for "
+        "--patience consecutive bias updates (default: on)",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=1.25,
+        help="a group is on target when median firing / TAF is in [1/tol, tol] (default 1.25)",
+    )
+    p.add_argument(
+        "--patience", type=int, default=5, help="consecutive on-target bias updates to stop (default 5)"
+    )
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate (default 1e-4 for LLMs)")
     p.add_argument("--activation", choices=["relu", "jumprelu"], default="relu")

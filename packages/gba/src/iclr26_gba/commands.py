@@ -112,8 +112,10 @@ def train(args) -> int:
     )
     if args.neurons < args.groups:
         raise UserError(f"--neurons ({args.neurons}) must be at least --groups ({args.groups})")
-    if args.steps < 1 or args.seeds < 1 or args.batch_size < 1:
-        raise UserError("--steps, --seeds and --batch-size must be >= 1")
+    if args.steps < 1 or args.seeds < 1 or args.batch_size < 1 or args.patience < 1:
+        raise UserError("--steps, --seeds, --batch-size and --patience must be >= 1")
+    if not args.tolerance > 1:
+        raise UserError(f"--tolerance must be > 1, got {args.tolerance}")
     if not args.eps >= 0:
         raise UserError(f"--eps must be >= 0, got {args.eps}")
     if args.resume and args.seeds != 1:
@@ -127,14 +129,16 @@ def train(args) -> int:
     from iclr26_core.cli import pick_device, progress
     from iclr26_core.fs import staged_dir, write_json
 
+    from .convergence import group_table, off_target_warning
     from .metrics import cross_seed_consistency, sae_metrics
     from .plots import plot_firing
+    from .train_report import CONVERGENCE_KEYS, convergence_line, convergence_metrics, train_report
     from .training import train_sae
 
     method = "ba" if args.groups == 1 else "gba"
     device = pick_device(args.device)
     with _activation_store(args, out) as store:
-        n_eval = min(8192, max(1, store.rows // 10))
+        n_eval = min(32768, max(1, store.rows // 10))  # 32768 rows: ≥ 10 firings expected at TAF 1e-3
         if store.rows - n_eval < 2:
             raise UserError(f"only {store.rows} activation rows: raise --tokens")
         train_rows = store.view(0, store.rows - n_eval)
@@ -156,9 +160,13 @@ def train(args) -> int:
                 device=device,
                 progress=progress,
                 resume=args.resume,
+                stop_on_convergence=args.stop_on_convergence,
+                tolerance=args.tolerance,
+                patience=args.patience,
                 **_adaptation_args(args),
             )
             runs.append((res, sae_metrics(res.sae, x_eval)))
+            _log(convergence_line(res, args.seed + i))
         n_rows, n_train = store.rows, train_rows.rows
     with staged_dir(out) as tmp:
         metrics = {}
@@ -172,14 +180,17 @@ def train(args) -> int:
                 "l0": ev["l0"],
                 "dead_fraction": ev["dead_fraction"],
                 "seconds": round(res.seconds, 2),
-                "steps_done": res.steps_done,
+                **convergence_metrics(res, ev, int(x_eval.shape[0]), args.tolerance),
                 "history": res.history,
+                "window_ratios": res.convergence.history,
             }
         first, ev0 = runs[0]
+        m0 = metrics[f"seed{args.seed}"]
         summary = {
             "fvu": ev0["fvu"],
             "l0": ev0["l0"],
             "dead_fraction": ev0["dead_fraction"],
+            **{k: m0[k] for k in CONVERGENCE_KEYS},
             "eval_rows": int(x_eval.shape[0]),
             "train_rows": n_train,
             "per_seed": metrics,
@@ -197,6 +208,7 @@ def train(args) -> int:
             ]
             summary["cross_seed_consistency@0.9"] = sum(pairs) / len(pairs)
         write_json(tmp / "metrics.json", summary)
+        (tmp / "report.md").write_text(train_report(args, metrics), encoding="utf-8")
         plot_firing(
             ev0["firing_frequency"],
             tmp / "firing.png",
@@ -204,7 +216,12 @@ def train(args) -> int:
             first.adaptation.taf,
             f"layer {args.layer}: dead {ev0['dead_fraction']:.3f}",
         )
-    print(json.dumps({k: v for k, v in summary.items() if k != "per_seed"}, indent=2))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("per_seed", "groups")}, indent=2))
+    print(group_table(m0["groups"]))
+    for name, m in metrics.items():
+        warning = off_target_warning(m["groups"], args.tolerance, f"{m['eval_rows']} held-out rows ({name})")
+        if warning:
+            _log(warning)
     print(f"wrote {out}")
     return 0
 

@@ -81,7 +81,8 @@ def _score(name, encode, decode, dictionary, features, x_eval, seconds) -> dict[
     }
 
 
-def _sae_lens(kind, d, m, k, x, x_eval, features, steps, bs, lr, seed) -> dict:
+def sae_lens_train(kind, d, m, k, x, steps, bs, lr, seed):
+    """SAELens' ``{kind}TrainingSAE`` trained with its own loss (AuxK included) on ``x``: (sae, seconds)."""
     import sae_lens
     from sae_lens.saes.sae import TrainStepInput
 
@@ -102,7 +103,11 @@ def _sae_lens(kind, d, m, k, x, x_eval, features, steps, bs, lr, seed) -> dict:
         return sae.training_forward_pass(TrainStepInput(**{a: v for a, v in kw.items() if a in names})).loss
 
     seconds = _train_loop(loss, sae.parameters(), x, steps, bs, lr, seed)
-    sae.eval()
+    return sae.eval(), seconds
+
+
+def _sae_lens(kind, d, m, k, x, x_eval, features, steps, bs, lr, seed) -> dict:
+    sae, seconds = sae_lens_train(kind, d, m, k, x, steps, bs, lr, seed)
     return _score(f"sae-lens {kind} k={k}", sae.encode, sae.decode, sae.W_dec, features, x_eval, seconds)
 
 

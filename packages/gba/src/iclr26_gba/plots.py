@@ -8,15 +8,21 @@ from pathlib import Path
 import torch
 
 
-def plot_resonance(rows: Sequence[dict], path: str | Path, tau: float = 0.9) -> str:
-    """FRR@τ against p/f on a log axis."""
+def plot_resonance(
+    rows: Sequence[dict], path: str | Path, tau: float = 0.9, narrow: Sequence[dict] | None = None, labels=()
+) -> str:
+    """FRR@τ against p/f on a log axis (``narrow``: a second sweep, e.g. the heavy-superposition case)."""
     from iclr26_core.report import pyplot, save_figure
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
-    ax.plot([r["ratio"] for r in rows], [r[f"frr@{tau:g}"] for r in rows], "o-")
+    labels = list(labels) or ["", ""]
+    ax.plot([r["ratio"] for r in rows], [r[f"frr@{tau:g}"] for r in rows], "o-", label=labels[0])
+    if narrow:
+        ax.plot([r["ratio"] for r in narrow], [r[f"frr@{tau:g}"] for r in narrow], "s--", label=labels[1])
+        ax.legend(fontsize=7)
     ax.set_xscale("log")
-    ratios = [r["ratio"] for r in rows]
+    ratios = sorted({r["ratio"] for r in [*rows, *(narrow or [])]})
     ax.set_xticks(ratios, [f"1/{1 / r:g}" if r < 1 else f"{r:g}" for r in ratios])
     ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.axvline(1.0, color="grey", ls="--", lw=0.8)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+import torch
+
 from iclr26_core.report import Claim, Results
 
 from .metrics import cross_seed_consistency, recovery_metrics, sae_metrics, scores
@@ -57,7 +59,9 @@ def _train_arm(cfg, ctx, model, spec, seed: int, steps: int, trace: FRRTrace | N
     spec = dict(spec)
     method = spec.pop("method")
     spec.pop("seeds", None)
-    extra = {"every": int(tr.every), "bias_init": str(tr.bias_init)} if method in ("gba", "ba") else {}
+    extra = {}
+    if method in ("gba", "ba"):  # the scale's T, bias start and pre-bias unless the arm sets its own
+        extra = {"every": int(tr.every), "bias_init": str(tr.bias_init), "pre_bias": str(tr.pre_bias)}
     return train_sae(
         _data(model, cfg, seed),
         method=method,
@@ -125,17 +129,29 @@ def claim_c1(arms: dict, cfg) -> Claim:
         holds,
         f"mean over {_seeds(cfg)} seed(s): FRR@0.8(GBA) >= 0.85 and FRR@0.9(GBA) >= FRR@0.9(TopK{k_hi}) + 0.3",
         f"TopK K={k_lo} (= s_max) for reference: FRR@0.8/0.9 {l8:.3f}/{l9:.3f}; "
-        f"GBA bias_init={cfg.train.bias_init} (the paper's start)" + _quantile_note(arms),
+        f"GBA bias_init={cfg.train.bias_init} (the paper's start), b_pre={cfg.train.pre_bias} (frozen)"
+        + _extra_arms_note(arms),
     )
 
 
-def _quantile_note(arms: dict) -> str:
-    """The extra arm: the same GBA started at each neuron's TAF (our option), measured in the same run."""
-    if "gba_quantile" not in arms:
-        return ""
-    q8 = _mean([r["frr@0.8"] for r in arms["gba_quantile"]])
-    q9 = _mean([r["frr@0.9"] for r in arms["gba_quantile"]])
-    return f"; extra arm GBA bias_init=quantile (ours): FRR@0.8/0.9 {q8:.3f}/{q9:.3f}"
+EXTRA_ARMS = {  # arm -> what it varies; measured in the same run, reported in C1's note, never a verdict
+    "gba_prebias_mean": "b_pre frozen at the data mean",
+    "gba_prebias_learned": "b_pre learned (from the data mean)",
+    "gba_quantile": "bias_init=quantile (ours)",
+}
+
+
+def _extra_arms_note(arms: dict) -> str:
+    """The extra GBA arms (the b_pre study, the quantile start): FRR@0.8/0.9 and L0 of each."""
+    parts = []
+    for arm, what in EXTRA_ARMS.items():
+        if arm in arms:
+            rs = arms[arm]
+            parts.append(
+                f"{what}: FRR@0.8/0.9 {_mean([r['frr@0.8'] for r in rs]):.3f}/"
+                f"{_mean([r['frr@0.9'] for r in rs]):.3f}, L0 {_mean([r['l0'] for r in rs]):.1f}"
+            )
+    return "; extra arms (GBA, 1 seed): " + "; ".join(parts) if parts else ""
 
 
 def claim_c2(arms: dict, cfg) -> Claim:
@@ -169,18 +185,43 @@ def claim_c3(arms: dict, cfg) -> Claim:
     )
 
 
-def claim_c4(rows: list[dict], bias_init: str = "zero") -> Claim:
+def _ratio_name(r: float) -> str:
+    return f"1/{1 / r:g}" if r < 1 else f"{r:g}"
+
+
+def claim_c4(rows: list[dict], rc) -> Claim:
+    """Both sides of the band: high at p/f in {1/2, 1, 2}, collapsed at the largest p, lower at the smallest."""
     by = {round(r["ratio"], 6): r["frr@0.9"] for r in rows}
+    lo, hi = min(by), max(by)
     band = [by[k] for k in (0.5, 1.0, 2.0)]
-    holds = min(band) >= 0.9 and by[8.0] <= 0.3 and by[0.125] < by[1.0]
+    holds = min(band) >= 0.9 and by[hi] <= 0.3 and by[lo] <= by[1.0] - 0.1
     return Claim(
         "C4",
         "Neuron resonance: recovery peaks when the firing frequency matches the feature frequency",
         "qualitative (resonance band; narrow when d < √n)",
-        {f"p/f={k:g}": round(v, 3) for k, v in sorted(by.items())},
+        {f"p/f={_ratio_name(k)}": round(v, 3) for k, v in sorted(by.items())},
         holds,
-        "FRR@0.9 >= 0.9 at p/f in {1/2, 1, 2}; FRR@0.9(8f) <= 0.3; FRR@0.9(f/8) < FRR@0.9(f)",
-        f"BA (K = 1), every row has the same sparsity s; bias_init={bias_init}",
+        f"FRR@0.9 >= 0.9 at p/f in {{1/2, 1, 2}}; FRR@0.9({_ratio_name(hi)}f) <= 0.3; "
+        f"FRR@0.9(f/{1 / lo:g}) <= FRR@0.9(f) - 0.1",
+        f"BA (K = 1), n={rc.n_features}, d={rc.d} (d > √n), s = {rc.sparsity} on every row, "
+        f"{rc.steps} steps; bias_init={rc.bias_init}, b_pre={rc.pre_bias}",
+    )
+
+
+def claim_c5(rows: list[dict], rc, chance: float) -> Claim:
+    """The narrow band: in heavy superposition (d <= √n) recovery at p = f, not at 2f or f/2."""
+    by = {round(r["ratio"], 6): r["frr@0.9"] for r in rows}
+    sides = [v for k, v in by.items() if k != 1.0]
+    holds = by[1.0] >= 0.9 and max(sides) <= by[1.0] - 0.3
+    return Claim(
+        "C5",
+        "In heavy superposition (d <= √n) the resonance band is narrow",
+        "qualitative (phase transition at d ≈ √n; n = 65,536 heat map)",
+        {f"p/f={_ratio_name(k)}": round(v, 3) for k, v in sorted(by.items())},
+        holds,
+        "FRR@0.9(f) >= 0.9 and FRR@0.9 at every other p/f <= FRR@0.9(f) - 0.3",
+        f"BA, n={rc.n_features}, d={rc.d} (√n = {rc.n_features**0.5:g}), s = {rc.sparsity}, {rc.steps} steps; "
+        f"chance FRR@0.9 of {rc.n_neurons} random unit directions: {chance:.3f}",
     )
 
 
@@ -212,50 +253,70 @@ def steps_curves(cfg, ctx, arms: dict) -> dict[str, dict]:
     return out
 
 
+def _sweep(cfg, ctx, rc, bar) -> list[dict]:
+    """One resonance sweep config (BA at each p/f of ``rc.ratios``), averaged over ``rc.seeds`` seeds."""
+    sweeps = []
+    for i in range(int(rc.seeds)):
+        rmodel = SparseFeatureModel(
+            rc.n_features, rc.d, parse_sparsity(str(rc.sparsity)), seed=int(cfg.seed) + i
+        )
+
+        def tick(it, total=None, desc=""):
+            for v in it:
+                bar.set_postfix_str(f"resonance d={rc.d} p/f={v:g}")
+                yield v
+                bar.update(1)
+
+        sweeps.append(
+            resonance_sweep(
+                rmodel,
+                list(rc.ratios),
+                n_neurons=int(rc.n_neurons),
+                steps=int(rc.steps),
+                batch_size=int(rc.batch_size),
+                lr=float(rc.lr),
+                every=int(rc.every),
+                seed=int(cfg.seed) + i,
+                eval_rows=int(cfg.eval_rows),
+                progress=tick,
+                device=ctx.device,
+                pool_rows=cfg.get("pool_rows"),
+                bias_init=str(rc.bias_init),
+                pre_bias=str(rc.pre_bias),
+            )
+        )
+    return [{k: _mean([s[j][k] for s in sweeps]) for k in sweeps[0][0]} for j in range(len(sweeps[0]))]
+
+
+def chance_frr(n_features: int, d: int, n_neurons: int, seed: int, tau: float = 0.9) -> float:
+    """FRR@τ of ``n_neurons`` random unit directions against the toy's dictionary (the floor in low d)."""
+    toy = SparseFeatureModel(n_features, d, 1, seed=seed)
+    rand = torch.randn(n_neurons, d, generator=generator(seed, "chance"))
+    return float(recovery_metrics(rand, toy.features, (tau,))[f"frr@{tau:g}"])
+
+
 def run(cfg, ctx) -> Results:
-    """``iclr26-gba reproduce``: C1–C3 on the toy (``seeds`` seeds), C4 the resonance sweep; figures."""
-    res_cfg = cfg.resonance
-    n_jobs = sum(_arm_seeds(cfg, a) for a in cfg.arms.values()) + len(res_cfg.ratios) * int(res_cfg.seeds)
+    """``iclr26-gba reproduce``: C1–C3 on the toy (``seeds`` seeds), C4/C5 the resonance sweeps; figures.
+    ``scale=real``: SAEs on SmolLM2's activations instead (`iclr26_gba.real`)."""
+    if cfg.get("real"):
+        from .real import run as run_real
+
+        return run_real(cfg, ctx)
+    sweeps_cfg = [cfg.resonance] + ([cfg.narrow] if cfg.get("narrow") else [])
+    n_jobs = sum(_arm_seeds(cfg, a) for a in cfg.arms.values())
+    n_jobs += sum(len(rc.ratios) * int(rc.seeds) for rc in sweeps_cfg)
     with ctx.progress(total=n_jobs, desc="gba reproduce") as bar:
         arms = train_arms(cfg, ctx, bar)
-        sweeps = []
-        for i in range(int(res_cfg.seeds)):
-            rmodel = SparseFeatureModel(
-                res_cfg.n_features, res_cfg.d, parse_sparsity(str(res_cfg.sparsity)), seed=int(cfg.seed) + i
-            )
+        rows = _sweep(cfg, ctx, cfg.resonance, bar)
+        narrow = _sweep(cfg, ctx, cfg.narrow, bar) if cfg.get("narrow") else None
+    claims = [claim_c1(arms, cfg), claim_c2(arms, cfg), claim_c3(arms, cfg), claim_c4(rows, cfg.resonance)]
+    if narrow is not None:
+        nc = cfg.narrow
+        claims.append(claim_c5(narrow, nc, chance_frr(nc.n_features, nc.d, nc.n_neurons, int(cfg.seed))))
 
-            def tick(it, total=None, desc=""):
-                for v in it:
-                    bar.set_postfix_str(f"resonance p/f={v:g}")
-                    yield v
-                    bar.update(1)
-
-            sweeps.append(
-                resonance_sweep(
-                    rmodel,
-                    list(res_cfg.ratios),
-                    n_neurons=int(res_cfg.n_neurons),
-                    steps=int(res_cfg.steps),
-                    batch_size=int(res_cfg.batch_size),
-                    lr=float(res_cfg.lr),
-                    every=int(res_cfg.every),
-                    seed=int(cfg.seed) + i,
-                    eval_rows=int(cfg.eval_rows),
-                    progress=tick,
-                    device=ctx.device,
-                    pool_rows=cfg.get("pool_rows"),
-                    bias_init=str(res_cfg.get("bias_init", "zero")),
-                )
-            )
-    rows = [{k: _mean([s[j][k] for s in sweeps]) for k in sweeps[0][0]} for j in range(len(sweeps[0]))]
-    claims = [
-        claim_c1(arms, cfg),
-        claim_c2(arms, cfg),
-        claim_c3(arms, cfg),
-        claim_c4(rows, str(res_cfg.get("bias_init", "zero"))),
-    ]
-
-    figures = [plot_resonance(rows, ctx.run_dir / "resonance.png")]
+    rc, nc = cfg.resonance, cfg.get("narrow")
+    labels = [f"n={rc.n_features}, d={rc.d}"] + ([f"n={nc.n_features}, d={nc.d}"] if nc else [])
+    figures = [plot_resonance(rows, ctx.run_dir / "resonance.png", narrow=narrow, labels=labels)]
     curves = steps_curves(cfg, ctx, arms)
     if curves:
         figures.append(plot_steps({k: v["trace"] for k, v in curves.items()}, ctx.run_dir / "steps.png"))
@@ -289,6 +350,7 @@ def run(cfg, ctx) -> Results:
             a: [{k: v for k, v in r.items() if not k.startswith("_")} for r in rs] for a, rs in arms.items()
         },
         "resonance": rows,
+        "resonance_narrow": narrow,
         "cross_seed_consistency@0.9": consistency,
         "steps_curves": curves,
     }

@@ -20,6 +20,7 @@ import torch
 
 from .bias_adaptation import GroupBiasAdaptation, quantile_bias_init
 from .config import LOSSES, METHODS, GBAConfig
+from .convergence import ConvergenceMonitor
 from .errors import GBAError
 from .sae import _SAE, L1SAE, TiedSAE, TopKSAE
 from .seeding import derive_seed, generator
@@ -42,6 +43,13 @@ class TrainedSAE:
     config: dict[str, Any] = field(default_factory=dict)
     optimizer: torch.optim.Optimizer | None = None
     steps_done: int = 0
+    convergence: ConvergenceMonitor | None = None
+
+    @property
+    def converged(self) -> bool | None:
+        """GBA/BA: whether every group's window firing stayed within the tolerance of its target for
+        ``patience`` consecutive bias updates (None for TopK / L1)."""
+        return None if self.convergence is None else self.convergence.converged
 
     def save(self, directory: str | Path) -> Path:
         """The SAE (`sae.safetensors`, `sae_config.json`) and the state to resume from (`training_state.*`)."""
@@ -137,6 +145,9 @@ def train_sae(
     gba_config: GBAConfig | None = None,
     callback: Callable[[int, _SAE], None] | None = None,
     resume: str | Path | None = None,
+    stop_on_convergence: bool = False,
+    tolerance: float = 1.25,
+    patience: int = 5,
     **adaptation: Any,
 ) -> TrainedSAE:
     """Train an SAE on ``data`` (a `SparseFeatureModel`, an [N, d] tensor or an iterable of [B, d] batches).
@@ -152,6 +163,10 @@ def train_sae(
     steps are run (``method``, ``n_neurons`` and the adaptation settings must match the saved run).
     ``pre_bias``: b_pre starts at the data mean ("mean") or at 0 ("zero"); ``learn_pre_bias`` applies to
     every method (default False: b_pre stays where it started).
+    GBA/BA runs carry a `ConvergenceMonitor` (``result.convergence``, ``result.converged``): after each bias
+    update it checks every group's median window firing ÷ TAF against [1/``tolerance``, ``tolerance``];
+    with ``stop_on_convergence`` training stops once that held for ``patience`` consecutive updates
+    (``steps`` is then a maximum).
     """
     from iclr26_core.errors import TrainingDiverged
 
@@ -167,6 +182,8 @@ def train_sae(
         )
     if not lr > 0:
         raise GBAError(f"lr must be > 0, got {lr}")
+    if not tolerance > 1 or int(patience) < 1:
+        raise GBAError(f"tolerance must be > 1 and patience >= 1 (got {tolerance}, {patience})")
     if gba_config is not None:
         adaptation = {**gba_config.to_dict(), **adaptation}
     if "p" in adaptation:
@@ -265,6 +282,7 @@ def train_sae(
     t0 = time.perf_counter()
     scale = sae.input_scale.to(device)
     done = start
+    monitor = ConvergenceMonitor(tolerance, patience) if gba is not None else None
     for step in it:
         try:
             x = next(batches)
@@ -293,10 +311,12 @@ def train_sae(
                 gba.observe_counts(counts, y.amax(0), y.shape[0])
                 if gba.ready:
                     gba.update(sae)
+                    monitor.observe(step, gba.last_window, gba.groups, gba.taf)
         done = step
         if callback is not None:
             callback(step, sae)
-        if step % log_every == 0 or step == start + steps:
+        stopping = stop_on_convergence and monitor is not None and monitor.converged
+        if step % log_every == 0 or step == start + steps or stopping:
             mean_loss = float(loss_sum) / n_log
             if not math.isfinite(mean_loss):
                 raise TrainingDiverged(f"the SAE loss became {mean_loss} by step {step} (try a lower lr)")
@@ -312,7 +332,10 @@ def train_sae(
             l0_sum.zero_()
             loss_sum.zero_()
             n_log = 0
+        if stopping:
+            break
     sae.eval()
+    sae.meta["steps"] = done
     return TrainedSAE(
         sae=sae,
         history=history,
@@ -322,6 +345,7 @@ def train_sae(
         config=dict(sae.meta),
         optimizer=opt,
         steps_done=done,
+        convergence=monitor,
     )
 
 
