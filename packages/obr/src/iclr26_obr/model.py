@@ -179,6 +179,7 @@ def apply_to_model(
     skip: tuple[str, ...] = ("lm_head",),
     percdamp: float = 0.01,
     mask: str = "wanda",
+    scales_from: str = "dense",
     batch_size: int = 8,
     rotation_seed: int = 0,
     progress: bool = True,
@@ -196,7 +197,14 @@ def apply_to_model(
     from .config import check_bits
 
     cfg = OBRConfig(
-        method=method, sparsity=sparsity, nm=nm, bits=bits, alpha=alpha, percdamp=percdamp, mask=mask
+        method=method,
+        sparsity=sparsity,
+        nm=nm,
+        bits=bits,
+        alpha=alpha,
+        percdamp=percdamp,
+        mask=mask,
+        scales_from=scales_from,
     )
     act_bits, kv_bits = check_bits(act_bits), check_bits(kv_bits)
     skip = tuple(skip or ())
@@ -261,7 +269,11 @@ def apply_to_model(
                     alpha=cfg.alpha,
                     percdamp=cfg.percdamp,
                     act_norms=act_norms_from_hessian(acc.hessian, acc.tokens),
-                    **({"mask": cfg.mask} if cfg.method.startswith("obr") else {}),
+                    **(
+                        {"mask": cfg.mask, "scales_from": cfg.scales_from}
+                        if cfg.method.startswith("obr")
+                        else {}
+                    ),
                 )
                 new = c.weight.t() if kind == "conv1d" else c.weight
                 module.weight.data.copy_(new.to(w.dtype))

@@ -33,6 +33,8 @@ def synthetic_arms(cfg: Any) -> list[tuple[str, str, str, dict[str, Any]]]:
         (W4S50, "sparsegpt_joint", "SparseGPT+GPTQ (one pass)", {}),
         (W4S50, "obr_rtn", "OBR_RTN", {}),
         (W4S50, "obr_gptq", "OBR_GPTQ", {}),
+        (W4S50, "obr_rtn", "OBR_RTN (w-bar scales)", {"scales_from": "compensated"}),
+        (W4S50, "obr_gptq", "OBR_GPTQ (w-bar scales)", {"scales_from": "compensated"}),
     ]
     for s in cfg.c2.sparsities:
         setting = f"prune {float(s):.0%}"
@@ -77,7 +79,7 @@ def synthetic_errors(cfg: Any, ctx: Any) -> dict[str, dict[str, list[float]]]:
             )
             layer_seed = s
         c = compress(layer.weight, layer.hessian, method, percdamp=float(syn.percdamp), **kw)
-        err = layer_output_error(layer.weight, c.weight, layer.heldout)
+        err = layer_output_error(layer.weight, c.weight, layer.heldout, layout="LC")
         out.setdefault(setting, {}).setdefault(label, []).append(err)
     return out
 
