@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from iclr26_core.errors import UserError
-
 from iclr26_obr import baseline_compress, layer_output_error, obr_compress, synthetic_layer
 from iclr26_obr.masks import check_nm_pattern
 from iclr26_obr.obr import hessian_output_error

@@ -213,8 +213,12 @@ def apply_to_model(
     for i, layer in enumerate(layers):  # every shape is checked before anything is modified
         for _, module, kind in layer_targets(model, layer, f"{path}.{i}", skip)[0]:
             check_nm_fits(cfg.nm, module.weight.shape[1 if kind == "linear" else 0])
+    if kv_bits is not None:
+        from .actquant import check_kv_quant
+
+        check_kv_quant(model)
     if rotate:
-        from .hadamard import hadamard_rotate
+        from .rotation import hadamard_rotate
 
         hadamard_rotate(model, seed=rotation_seed, online=act_bits is not None)
     device = next(model.parameters()).device

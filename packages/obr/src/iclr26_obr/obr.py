@@ -249,7 +249,9 @@ def compress(
     return baseline_compress(weight, hessian, method, **kw)
 
 
-def layer_output_error(weight: torch.Tensor, weight_hat: torch.Tensor, x: torch.Tensor, *, layout: str) -> float:
+def layer_output_error(
+    weight: torch.Tensor, weight_hat: torch.Tensor, x: torch.Tensor, *, layout: str
+) -> float:
     """‖W·X − Ŵ·X‖²_F / ‖W·X‖²_F for weights [Cout, Cin] and inputs ``x`` in an explicit ``layout``.
 
     ``layout="LC"``: x is [..., L, Cin] (tokens as rows, as an ``nn.Linear`` receives them; X = xᵀ);
