@@ -46,10 +46,19 @@ def _levels(model: torch.nn.Module) -> tuple[float, int]:
 
 
 def llmcompressor_sparsegpt_gptq(
-    model, tokenizer, calib: torch.Tensor, sparsity: float, bits: int | None
+    model,
+    tokenizer,
+    calib: torch.Tensor,
+    sparsity: float,
+    bits: int | None,
+    *,
+    mask_structure: str = "0:0",
+    ignore: list[str] | None = None,
+    reload: bool = True,
 ) -> Any:
-    """Run llm-compressor's SparseGPT then GPTQ (``bits=None``: SparseGPT alone) on ``model`` saved and reloaded
-    as a user's model arrives; returns the compressed copy."""
+    """Run llm-compressor's SparseGPT then GPTQ (``bits=None``: SparseGPT alone) on ``model`` (saved and reloaded
+    as a user's model arrives when ``reload``); returns the compressed model. ``mask_structure``: ``0:0``
+    unstructured or ``N:M``; ``ignore``: llm-compressor patterns of modules left alone (default: lm_head)."""
     os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "ERROR")  # read when llmcompressor is first imported
     import datasets
     import transformers
@@ -58,10 +67,14 @@ def llmcompressor_sparsegpt_gptq(
     from llmcompressor.modifiers.pruning import SparseGPTModifier
     from llmcompressor.modifiers.quantization import GPTQModifier
 
+    ignore = ignore or ["re:.*lm_head"]
     with tempfile.TemporaryDirectory(prefix="obr-bench-") as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        peer = transformers.AutoModelForCausalLM.from_pretrained(tmp).eval()
+        if reload:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            peer = transformers.AutoModelForCausalLM.from_pretrained(tmp).eval()
+        else:
+            peer = model
         ds = datasets.Dataset.from_dict(
             {"input_ids": calib.tolist(), "attention_mask": torch.ones_like(calib).tolist()}
         )
@@ -72,12 +85,12 @@ def llmcompressor_sparsegpt_gptq(
         recipe = [
             SparseGPTModifier(
                 sparsity=sparsity,
-                mask_structure="0:0",
+                mask_structure=mask_structure,
                 targets=["Linear"],
-                ignore=["re:.*lm_head"],
+                ignore=ignore,
                 block_size=128,
             ),
-            GPTQModifier(config_groups={"group_0": scheme}, ignore=["re:.*lm_head"], block_size=128),
+            GPTQModifier(config_groups={"group_0": scheme}, ignore=ignore, block_size=128),
         ][: 1 if bits is None else 2]
         chatter = io.StringIO()
         with contextlib.redirect_stderr(chatter), contextlib.redirect_stdout(chatter):

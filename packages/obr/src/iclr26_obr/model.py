@@ -43,6 +43,7 @@ class LayerRecord:
     bits_per_weight: float  # cheapest storage format, mask/metadata and scales included
     storage_format: str
     seconds: float
+    cpu_seconds: float = 0.0  # process CPU time of the compression (all threads)
 
 
 @dataclass
@@ -258,7 +259,7 @@ def apply_to_model(
             finally:
                 handle.remove()
             for name, module, kind in group:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 acc = accs[name]
                 w = module.weight.data
                 w_oi = (w.t() if kind == "conv1d" else w).float().clone()
@@ -293,6 +294,7 @@ def apply_to_model(
                         bits_per_weight=bits_info["bits_per_weight"],
                         storage_format=bits_info["format"],
                         seconds=time.perf_counter() - t0,
+                        cpu_seconds=time.process_time() - c0,
                     )
                 )
                 report.masks[name] = c.mask.cpu()

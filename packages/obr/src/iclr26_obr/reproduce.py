@@ -201,8 +201,16 @@ def alpha_table(errs: dict, alphas: list[float]) -> str:
 
 
 def run(cfg: Any, ctx: Any) -> Results:
-    """Run C1-C5, the α ablation and (when ``bench``) the peers; figures and tables in ctx.run_dir."""
+    """Run C1-C5, the α ablation and (when ``bench``) the peers; figures and tables in ctx.run_dir.
+
+    ``scale=real``: C1, C4, C5 on SmolLM2-135M instead (`real.run_real`).
+    """
     from iclr26_core.fs import atomic_write_text
+
+    if cfg.get("real") is not None:
+        from .real import run_real
+
+        return run_real(cfg, ctx)
 
     errs = synthetic_errors(cfg, ctx)
     sparsities = [float(s) for s in cfg.c2.sparsities]
