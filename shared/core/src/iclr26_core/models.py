@@ -194,7 +194,15 @@ def linear_targets(model: Any, skip: Any, within: Any = None, prefix: str = ""):
     return targets, skipped
 
 
+#: names that resolve to a real model served offline by `iclr26_core.pretrained` (converted once into the cache)
+PRETRAINED_ALIASES = ("smollm2", "smollm2-135m-instruct")
+
+
 def _resolve(name_or_path: str) -> str:
+    if name_or_path.lower() in PRETRAINED_ALIASES:
+        from .pretrained import smollm2
+
+        return str(smollm2(log=lambda msg: print(msg, flush=True)))
     path = Path(name_or_path).expanduser()
     looks_local = name_or_path.startswith((".", "/", "~")) or path.exists()
     if looks_local:
@@ -225,7 +233,8 @@ def _load(auto_cls_name: str, name_or_path: str, **kwargs: Any):
 
 
 def load_causal_lm(name_or_path: str, **kwargs: Any):
-    """A causal LM from a local directory, a hub id (needs network or the HF cache) or ``tiny-<name>[:size]``."""
+    """A causal LM from a local directory, a hub id (needs network or the HF cache), ``smollm2`` (the real
+    SmolLM2-135M-Instruct, `iclr26_core.pretrained`) or ``tiny-<name>[:size]``."""
     return _load("AutoModelForCausalLM", name_or_path, **kwargs)
 
 
