@@ -54,10 +54,9 @@ def llmcompressor_sparsegpt_gptq(
     *,
     mask_structure: str = "0:0",
     ignore: list[str] | None = None,
-    reload: bool = True,
 ) -> Any:
-    """Run llm-compressor's SparseGPT then GPTQ (``bits=None``: SparseGPT alone) on ``model`` (saved and reloaded
-    as a user's model arrives when ``reload``); returns the compressed model. ``mask_structure``: ``0:0``
+    """Run llm-compressor's SparseGPT then GPTQ (``bits=None``: SparseGPT alone) on ``model`` saved and reloaded
+    as a user's model arrives; returns the compressed copy. ``mask_structure``: ``0:0``
     unstructured or ``N:M``; ``ignore``: llm-compressor patterns of modules left alone (default: lm_head)."""
     os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "ERROR")  # read when llmcompressor is first imported
     import datasets
@@ -69,12 +68,9 @@ def llmcompressor_sparsegpt_gptq(
 
     ignore = ignore or ["re:.*lm_head"]
     with tempfile.TemporaryDirectory(prefix="obr-bench-") as tmp:
-        if reload:
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            peer = transformers.AutoModelForCausalLM.from_pretrained(tmp).eval()
-        else:
-            peer = model
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        peer = transformers.AutoModelForCausalLM.from_pretrained(tmp).eval()
         ds = datasets.Dataset.from_dict(
             {"input_ids": calib.tolist(), "attention_mask": torch.ones_like(calib).tolist()}
         )

@@ -105,14 +105,13 @@ def _peer(dense, tokenizer, setting: dict, calib, test, real: Any, blocks) -> di
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
         peer = llmcompressor_sparsegpt_gptq(
-            copy.deepcopy(dense),
+            dense,  # saved and reloaded by the peer: not modified
             tokenizer,
             calib,
             float(setting.get("sparsity", 0.5)),
             int(real.bits),
             mask_structure=setting.get("nm") or "0:0",
             ignore=ignore,
-            reload=False,
         )
     except Exception as exc:  # a peer failing is a row, never a crash
         return {"note": f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
