@@ -211,9 +211,11 @@ def apply_to_model(
     skip = tuple(skip or ())
     batches = _batches(calib_batches, batch_size)
     path, layers = decoder_layers(model)
+    last = -1  # the last decoder layer with a target: no forward pass is needed past it
     for i, layer in enumerate(layers):  # every shape is checked before anything is modified
         for _, module, kind in layer_targets(model, layer, f"{path}.{i}", skip)[0]:
             check_nm_fits(cfg.nm, module.weight.shape[1 if kind == "linear" else 0])
+            last = i
     if kv_bits is not None:
         from .actquant import check_kv_quant
 
@@ -239,6 +241,8 @@ def apply_to_model(
         layer = layers[i]
         targets, skipped = layer_targets(model, layer, f"{path}.{i}", skip)
         report.skipped += skipped
+        if i > last:  # nothing left to compress: the skipped layers are only listed
+            continue
         for group in _groups(layer, targets, inputs) if targets else []:
             accs = {
                 name: HessianAccumulator(mod.weight.shape[1 if kind == "linear" else 0], device)
