@@ -128,15 +128,13 @@ def test_activation_and_kv_quantisation_hooks():
     ids = IDS % 500
     apply_to_model(model, ids, method="obr_rtn", rotate=True, act_bits=4, kv_bits=4, progress=False)
     quant = model(input_ids=ids).logits
-    assert torch.isfinite(quant).all() and len(model.obr_act_hooks) == 14 + 4
+    assert torch.isfinite(quant).all() and len(model.obr_act_hooks) == 14  # K/V: in the attention call
     assert hasattr(model.model.layers[0].mlp.down_proj, "obr_hadamard")  # online rotation before down_proj
     remove_act_quant(model)
     plain = model(input_ids=ids).logits
     assert float((quant - plain).abs().max()) > 1e-3  # the hooks did change the activations
-    add_act_quant(
-        model, [("model.layers.0.self_attn.k_proj", model.model.layers[0].self_attn.k_proj)], None, 8
-    )
-    assert 0 < float((model(input_ids=ids).logits - plain).abs().max()) < 0.5  # 8-bit K: a small change
+    add_act_quant(model, [], None, 8)
+    assert 0 < float((model(input_ids=ids).logits - plain).abs().max()) < 0.5  # 8-bit KV: a small change
     remove_act_quant(model)
     assert torch.equal(model(input_ids=ids).logits, plain)
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from iclr26_core.errors import UserError
 from iclr26_obr import baseline_compress, layer_output_error, obr_compress, synthetic_layer
 from iclr26_obr.masks import check_nm_pattern
 from iclr26_obr.obr import hessian_output_error
@@ -70,7 +71,7 @@ def test_mask_kept_levels_and_codes(layer, quantizer, nm):
 
 
 def test_obr_beats_the_baselines_on_held_out_data(layer):
-    err = lambda c: layer_output_error(layer.weight, c.weight, layer.heldout)  # noqa: E731
+    err = lambda c: layer_output_error(layer.weight, c.weight, layer.heldout, layout="LC")  # noqa: E731
     obr_g = err(obr_compress(layer.weight, layer.hessian, quantizer="gptq"))
     obr_r = err(obr_compress(layer.weight, layer.hessian, quantizer="rtn"))
     sgpt = err(baseline_compress(layer.weight, layer.hessian, "sparsegpt_gptq"))
@@ -112,7 +113,7 @@ def test_baselines_keep_their_masks(layer, method):
 def test_output_error_two_ways(layer):
     """‖ΔW·X‖²/‖W·X‖² on the calibration tokens equals tr(ΔW·H·ΔWᵀ)/tr(W·H·Wᵀ) with H = 2XXᵀ/L."""
     c = baseline_compress(layer.weight, layer.hessian, "wanda_rtn")
-    a = layer_output_error(layer.weight, c.weight, layer.calib)
+    a = layer_output_error(layer.weight, c.weight, layer.calib, layout="LC")
     b = hessian_output_error(layer.weight, c.weight, layer.hessian)
     assert abs(a - b) < 1e-10 * max(a, 1)
 
@@ -130,3 +131,34 @@ def test_dead_inputs_are_zeroed():
     H[:, 5] = 0
     c = obr_compress(L.weight, H)
     assert torch.all(c.weight[:, 5] == 0) and torch.isfinite(c.weight).all()
+
+
+def test_scales_come_from_the_dense_weight_by_default(layer):
+    """The official code computes the per-row scales once from the dense W; ``compensated`` uses w̄."""
+    from iclr26_obr.quantizer import find_scales
+
+    dense = obr_compress(layer.weight, layer.hessian, quantizer="rtn")
+    assert torch.allclose(dense.scales, find_scales(layer.weight, 4))
+    comp = obr_compress(layer.weight, layer.hessian, quantizer="rtn", scales_from="compensated")
+    w_bar = obr_compress(layer.weight, layer.hessian, bits=None).weight  # step 1 alone
+    assert torch.allclose(comp.scales, find_scales(w_bar, 4))
+    assert not torch.allclose(dense.scales, comp.scales)
+    for c in (dense, comp):  # both stay on their grid: codes · scales reconstruct the weights
+        assert float((c.codes.double() * c.scales.unsqueeze(1) - c.weight).abs().max()) < 1e-12
+
+
+def test_layer_output_error_layouts(layer):
+    """Both layouts give the same number; a square input is read as told, a wrong shape is one clear line."""
+    c = baseline_compress(layer.weight, layer.hessian, "wanda_rtn")
+    a = layer_output_error(layer.weight, c.weight, layer.heldout, layout="LC")
+    b = layer_output_error(layer.weight, c.weight, layer.heldout.t(), layout="CL")
+    assert abs(a - b) < 1e-12
+    sq = layer.heldout[: layer.weight.shape[1]]  # L == Cin: the orientation matters and is explicit
+    lc = layer_output_error(layer.weight, c.weight, sq, layout="LC")
+    cl = layer_output_error(layer.weight, c.weight, sq.t(), layout="CL")
+    assert abs(lc - cl) < 1e-12
+    assert abs(lc - layer_output_error(layer.weight, c.weight, sq, layout="CL")) > 1e-6
+    with pytest.raises(UserError, match="layout='CL' needs"):
+        layer_output_error(layer.weight, c.weight, layer.heldout, layout="CL")
+    with pytest.raises(UserError, match="layout must be"):
+        layer_output_error(layer.weight, c.weight, layer.heldout, layout="rows")

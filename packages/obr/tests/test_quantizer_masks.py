@@ -81,7 +81,7 @@ def test_paley_based_orders_are_hadamard(n):
     assert torch.equal(H @ H.t(), n * torch.eye(n, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("n", [6, 36, 11008, 176])
+@pytest.mark.parametrize("n", [6, 52, 156, 176])
 def test_unsupported_orders_raise_one_clear_error(n):
     with pytest.raises(UserError, match=f"no Hadamard matrix of order {n}"):
         hadamard_matrix(n)

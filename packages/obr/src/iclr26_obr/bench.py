@@ -46,10 +46,18 @@ def _levels(model: torch.nn.Module) -> tuple[float, int]:
 
 
 def llmcompressor_sparsegpt_gptq(
-    model, tokenizer, calib: torch.Tensor, sparsity: float, bits: int | None
+    model,
+    tokenizer,
+    calib: torch.Tensor,
+    sparsity: float,
+    bits: int | None,
+    *,
+    mask_structure: str = "0:0",
+    ignore: list[str] | None = None,
 ) -> Any:
     """Run llm-compressor's SparseGPT then GPTQ (``bits=None``: SparseGPT alone) on ``model`` saved and reloaded
-    as a user's model arrives; returns the compressed copy."""
+    as a user's model arrives; returns the compressed copy. ``mask_structure``: ``0:0``
+    unstructured or ``N:M``; ``ignore``: llm-compressor patterns of modules left alone (default: lm_head)."""
     os.environ.setdefault("LLM_COMPRESSOR_LOG_LEVEL", "ERROR")  # read when llmcompressor is first imported
     import datasets
     import transformers
@@ -58,6 +66,7 @@ def llmcompressor_sparsegpt_gptq(
     from llmcompressor.modifiers.pruning import SparseGPTModifier
     from llmcompressor.modifiers.quantization import GPTQModifier
 
+    ignore = ignore or ["re:.*lm_head"]
     with tempfile.TemporaryDirectory(prefix="obr-bench-") as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -72,12 +81,12 @@ def llmcompressor_sparsegpt_gptq(
         recipe = [
             SparseGPTModifier(
                 sparsity=sparsity,
-                mask_structure="0:0",
+                mask_structure=mask_structure,
                 targets=["Linear"],
-                ignore=["re:.*lm_head"],
+                ignore=ignore,
                 block_size=128,
             ),
-            GPTQModifier(config_groups={"group_0": scheme}, ignore=["re:.*lm_head"], block_size=128),
+            GPTQModifier(config_groups={"group_0": scheme}, ignore=ignore, block_size=128),
         ][: 1 if bits is None else 2]
         chatter = io.StringIO()
         with contextlib.redirect_stderr(chatter), contextlib.redirect_stdout(chatter):

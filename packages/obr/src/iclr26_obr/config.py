@@ -18,6 +18,7 @@ OBR_METHODS = ("obr_gptq", "obr_rtn")
 BASELINES = ("rtn", "gptq", "wanda_rtn", "wanda_gptq", "sparsegpt_gptq", "sparsegpt_joint")
 METHODS = OBR_METHODS + BASELINES
 MASKS = ("wanda", "magnitude", "sparsegpt")
+SCALE_SOURCES = ("dense", "compensated")
 
 
 def check_sparsity(sparsity: float) -> float:
@@ -106,8 +107,12 @@ class OBRConfig:
     mask: the pruner (wanda |W_ij|·‖X_j‖₂, magnitude |W_ij|, sparsegpt OBS saliency).
     e2_split: ``columns`` (official code: E2 = kept columns with index < α·Cin) or ``count`` (paper text:
         the first ⌊α·|R1|⌋ kept entries of each row; OBR_RTN only).
-    rescale_final: recompute the quantiser's scales from the compensated weights before the final step
-        (default: reuse the scales computed from w̄ after step 1, so e_E2 is the final quantiser's error).
+    scales_from: where OBR's per-row quantisation scales come from, computed once and used in steps 2 and 3:
+        ``dense`` (the official code: ``quantizer.find_params(W)`` on the dense weight before pruning) or
+        ``compensated`` (from w̄, the weights after step 1; an extra arm, 2-7 % lower error on the synthetic
+        layer).
+    rescale_final: recompute the quantiser's scales from the compensated weights w̃ before the final step
+        (default: keep the scales of ``scales_from``, so e_E2 is exactly the final quantiser's error on E2).
     mse_clip: search the clipping ratio p ∈ {1.00, 0.99, …, 0.21} minimising Σ|Q(w) − w|^2.4 per row.
     blocksize: GPTQ / SparseGPT block of columns (128).
     """
@@ -120,6 +125,7 @@ class OBRConfig:
     percdamp: float = 0.01
     mask: str = "wanda"
     e2_split: str = "columns"
+    scales_from: str = "dense"
     rescale_final: bool = False
     mse_clip: bool = True
     blocksize: int = 128
@@ -134,6 +140,8 @@ class OBRConfig:
         check_mask_name(self.mask)
         if self.e2_split not in ("columns", "count"):
             raise UserError(f"e2_split must be 'columns' or 'count', got {self.e2_split!r}")
+        if self.scales_from not in SCALE_SOURCES:
+            raise UserError(f"scales_from must be 'dense' or 'compensated', got {self.scales_from!r}")
         if self.e2_split == "count" and self.method == "obr_gptq":
             raise UserError("e2_split='count' needs method obr_rtn (OBR_GPTQ's GPTQ stage splits by column)")
         if int(self.blocksize) < 1:

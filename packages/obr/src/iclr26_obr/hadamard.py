@@ -1,28 +1,46 @@
-"""Hadamard matrices and the function-preserving QuaRot-style rotation of a Llama-family model.
+"""Hadamard matrices of the orders QuaRot needs: 2^k·m for the base orders m listed in ``BASE_ORDERS``.
 
-``hadamard_matrix(n)``: n = 2^k·m with m ∈ {1, 12, 20, 28} as the Kronecker product of a Sylvester matrix of
-order 2^k and a Paley matrix of order m (Paley I from GF(11) and GF(19), Paley II from GF(13)); 40 = 2·20 and
-other such orders follow. Any other n raises a clear error — in particular m = 172 (Llama-2-7B's intermediate
-size 11008 = 172·64), which QuaRot stores from Sloane's library and this package does not ship.
+``hadamard_matrix(n)`` = Sylvester(2^k) ⊗ H_m with H_m:
 
-``hadamard_rotate(model)`` (QuaRot, Ashkboos et al. 2024): fuse each RMSNorm's weight into the linears that read
-it, then rotate the residual stream by Q = diag(±1)·H/√d: embeddings E → E·Q, readers (q/k/v, gate/up, lm_head)
-W → W·Q, writers (o_proj, down_proj) W → Qᵀ·W. RMSNorm(x·Q) = RMSNorm(x)·Q, so the logits do not change;
-outlier channels of the residual stream are spread over all channels, which makes weights and activations
-easier to quantise. ``online=True`` also rotates the input of down_proj by a Hadamard of the intermediate size
-(W_down → W_down·Hm and a forward pre-hook x → x·Hm), as QuaRot does before quantising that activation.
+* Paley I (q ≡ 3 mod 4 prime, order q + 1): 12 (q 11), 20 (19), 60 (59), 108 (107), 140 (139);
+* Paley II (q ≡ 1 mod 4 prime, order 2(q + 1)): 28 (q 13), 36 (17), 148 (73);
+* Williamson (order 4·43 = 172, Llama-2-7B's intermediate 11008 = 172·64): the Williamson array
+  [[A, B, C, D], [−B, A, −D, C], [−C, D, A, −B], [−D, −C, B, A]] of four symmetric circulant ±1 matrices of
+  order 43 with A² + B² + C² + D² = 172·I. The quadruple is a published mathematical object (Sloane's library
+  of Hadamard matrices, ``had.172.will``, which QuaRot also stores as a full matrix); it is kept here as the
+  first 22 signs of each circulant's first row, and the built matrix is checked (H·Hᵀ = 172·I) in the tests.
+
+40 = 2·20 and the other 2^k multiples follow from the Kronecker product. Any other n (e.g. 52, 156: Llama-1
+sizes) raises a clear error. The rotation of a model that uses them lives in `rotation`.
 """
 
 from __future__ import annotations
 
 import torch
-from torch import nn
 
 from iclr26_core.errors import UserError
 
-BASE_ORDERS = (1, 12, 20, 28)
-_PALEY = {12: (11, 1), 20: (19, 1), 28: (13, 2)}  # order: (prime q, Paley construction I or II)
-ROTATABLE = ("llama", "mistral", "qwen2")
+BASE_ORDERS = (1, 12, 20, 28, 36, 60, 108, 140, 148, 172)
+# order: (prime q, Paley construction I or II)
+_PALEY = {
+    12: (11, 1),
+    20: (19, 1),
+    28: (13, 2),
+    36: (17, 2),
+    60: (59, 1),
+    108: (107, 1),
+    140: (139, 1),
+    148: (73, 2),
+}
+# order 172: four symmetric circulants of order 43, first 22 entries of each first row (+ = 1, − = −1)
+_WILLIAMSON = {
+    172: (
+        "+---++--++++-+-+++-++-",
+        "++-++++++----+-+--++-+",
+        "+++-+-++--+-+-++++-+--",
+        "++---++++-+--+--++----",
+    )
+}
 
 
 def _is_pow2(n: int) -> bool:
@@ -62,15 +80,45 @@ def _paley(order: int) -> torch.Tensor:
     return torch.kron(C, a) + torch.kron(torch.eye(q + 1, dtype=torch.float64), b)
 
 
+def _symmetric_circulant(half: str) -> torch.Tensor:
+    h = torch.tensor([1.0 if c == "+" else -1.0 for c in half], dtype=torch.float64)
+    row = torch.cat([h, h[1:].flip(0)])  # symmetric: row[j] = row[m − j]
+    m = row.numel()
+    idx = (torch.arange(m).unsqueeze(0) - torch.arange(m).unsqueeze(1)) % m
+    return row[idx]
+
+
+def _williamson(order: int) -> torch.Tensor:
+    A, B, C, D = (_symmetric_circulant(h) for h in _WILLIAMSON[order])
+    return torch.cat(
+        [
+            torch.cat([A, B, C, D], 1),
+            torch.cat([-B, A, -D, C], 1),
+            torch.cat([-C, D, A, -B], 1),
+            torch.cat([-D, -C, B, A], 1),
+        ],
+        0,
+    )
+
+
+def has_hadamard(n: int) -> bool:
+    """Whether `hadamard_matrix` can build order ``n``."""
+    return any(n % m == 0 and _is_pow2(n // m) for m in BASE_ORDERS)
+
+
 def hadamard_matrix(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """A ±1 matrix H of order ``n`` with H·Hᵀ = n·I (not normalised)."""
     for m in sorted(BASE_ORDERS, reverse=True):
         if n % m == 0 and _is_pow2(n // m):
-            base = _sylvester(1) if m == 1 else _paley(m)
+            if m == 1:
+                base = _sylvester(1)
+            elif m in _WILLIAMSON:
+                base = _williamson(m)
+            else:
+                base = _paley(m)
             return torch.kron(_sylvester(n // m), base).to(dtype)
     raise UserError(
-        f"no Hadamard matrix of order {n}: supported are 2^k·m with m in {', '.join(map(str, BASE_ORDERS))} "
-        "(order 172, e.g. Llama-2-7B's intermediate 11008 = 172·64, is not shipped)"
+        f"no Hadamard matrix of order {n}: supported are 2^k·m with m in {', '.join(map(str, BASE_ORDERS))}"
     )
 
 
@@ -79,69 +127,3 @@ def random_hadamard(n: int, seed: int = 0, dtype: torch.dtype = torch.float64) -
     g = torch.Generator().manual_seed(seed)
     signs = torch.randint(0, 2, (n,), generator=g).to(torch.float64) * 2 - 1
     return (signs.unsqueeze(1) * hadamard_matrix(n, torch.float64) / n**0.5).to(dtype)
-
-
-def _llama_parts(model: nn.Module):
-    mtype = getattr(getattr(model, "config", None), "model_type", None)
-    base = getattr(model, "model", None)
-    if mtype not in ROTATABLE or base is None or not hasattr(base, "layers") or not hasattr(model, "lm_head"):
-        raise UserError(
-            f"hadamard_rotate supports the Llama family ({', '.join(ROTATABLE)}), not {mtype or type(model).__name__}"
-        )
-    return base
-
-
-def _fuse_norm(norm: nn.Module, linears: list[nn.Linear]) -> None:
-    g = norm.weight.data.double()
-    for lin in linears:
-        lin.weight.data = (lin.weight.data.double() * g.unsqueeze(0)).to(lin.weight.dtype)
-    norm.weight.data.fill_(1.0)
-
-
-def _right(lin: nn.Module, Q: torch.Tensor) -> None:  # a reader of the residual stream: W → W·Q
-    lin.weight.data = (lin.weight.data.double() @ Q).to(lin.weight.dtype)
-
-
-def _left(lin: nn.Linear, Q: torch.Tensor) -> None:  # a writer to the residual stream: W → Qᵀ·W, b → Qᵀ·b
-    lin.weight.data = (Q.t() @ lin.weight.data.double()).to(lin.weight.dtype)
-    if lin.bias is not None:
-        lin.bias.data = (Q.t() @ lin.bias.data.double()).to(lin.bias.dtype)
-
-
-def _online_hook(module: nn.Module, args: tuple) -> tuple:
-    x = args[0]
-    return (x @ module.obr_hadamard.to(x.dtype), *args[1:])
-
-
-@torch.no_grad()
-def hadamard_rotate(model: nn.Module, *, seed: int = 0, online: bool = False) -> nn.Module:
-    """Rotate a Llama / Mistral / Qwen2 causal LM in place (logits unchanged up to rounding); returns it."""
-    base = _llama_parts(model)
-    d = model.config.hidden_size
-    Q = random_hadamard(d, seed).to(model.lm_head.weight.device)
-    online_h = {}  # every size is checked before anything is modified
-    if online:
-        for n in {layer.mlp.down_proj.in_features for layer in base.layers}:
-            online_h[n] = hadamard_matrix(n, torch.float64).to(Q.device) / n**0.5
-    if model.lm_head.weight is base.embed_tokens.weight:  # untie: the final norm is fused into lm_head only
-        model.lm_head.weight = nn.Parameter(model.lm_head.weight.detach().clone())
-        model.config.tie_word_embeddings = False
-    for layer in base.layers:
-        att, mlp = layer.self_attn, layer.mlp
-        _fuse_norm(layer.input_layernorm, [att.q_proj, att.k_proj, att.v_proj])
-        _fuse_norm(layer.post_attention_layernorm, [mlp.gate_proj, mlp.up_proj])
-        for lin in (att.q_proj, att.k_proj, att.v_proj, mlp.gate_proj, mlp.up_proj):
-            _right(lin, Q)
-        _left(att.o_proj, Q)
-        _left(mlp.down_proj, Q)
-        if online:
-            Hm = online_h[mlp.down_proj.in_features]
-            _right(mlp.down_proj, Hm)
-            mlp.down_proj.register_buffer("obr_hadamard", Hm.to(mlp.down_proj.weight.dtype), persistent=False)
-            mlp.down_proj.register_forward_pre_hook(_online_hook)
-    _fuse_norm(base.norm, [model.lm_head])
-    _right(model.lm_head, Q)
-    emb = base.embed_tokens.weight
-    emb.data = (emb.data.double() @ Q).to(emb.dtype)
-    model.obr_rotation = {"kind": "random-hadamard", "seed": seed, "online_down_proj": online}
-    return model

@@ -82,7 +82,7 @@ def compressed_perplexities(lm: Any, methods: list[str], ctx: Any, seed: int = 0
             val = val[: int(lm.eval_blocks)]
         calib = calibration_blocks(train, int(lm.nsamples), seed + s)
         if lm.rotate:
-            from .hadamard import hadamard_rotate
+            from .rotation import hadamard_rotate
 
             hadamard_rotate(model, seed=seed + s, online=lm.act_bits is not None)
         ppl_dense = perplexity(model, val, batch_size=int(lm.eval_batch_size))

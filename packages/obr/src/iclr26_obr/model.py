@@ -43,6 +43,7 @@ class LayerRecord:
     bits_per_weight: float  # cheapest storage format, mask/metadata and scales included
     storage_format: str
     seconds: float
+    cpu_seconds: float = 0.0  # process CPU time of the compression (all threads)
 
 
 @dataclass
@@ -179,6 +180,7 @@ def apply_to_model(
     skip: tuple[str, ...] = ("lm_head",),
     percdamp: float = 0.01,
     mask: str = "wanda",
+    scales_from: str = "dense",
     batch_size: int = 8,
     rotation_seed: int = 0,
     progress: bool = True,
@@ -196,17 +198,30 @@ def apply_to_model(
     from .config import check_bits
 
     cfg = OBRConfig(
-        method=method, sparsity=sparsity, nm=nm, bits=bits, alpha=alpha, percdamp=percdamp, mask=mask
+        method=method,
+        sparsity=sparsity,
+        nm=nm,
+        bits=bits,
+        alpha=alpha,
+        percdamp=percdamp,
+        mask=mask,
+        scales_from=scales_from,
     )
     act_bits, kv_bits = check_bits(act_bits), check_bits(kv_bits)
     skip = tuple(skip or ())
     batches = _batches(calib_batches, batch_size)
     path, layers = decoder_layers(model)
+    last = -1  # the last decoder layer with a target: no forward pass is needed past it
     for i, layer in enumerate(layers):  # every shape is checked before anything is modified
         for _, module, kind in layer_targets(model, layer, f"{path}.{i}", skip)[0]:
             check_nm_fits(cfg.nm, module.weight.shape[1 if kind == "linear" else 0])
+            last = i
+    if kv_bits is not None:
+        from .actquant import check_kv_quant
+
+        check_kv_quant(model)
     if rotate:
-        from .hadamard import hadamard_rotate
+        from .rotation import hadamard_rotate
 
         hadamard_rotate(model, seed=rotation_seed, online=act_bits is not None)
     device = next(model.parameters()).device
@@ -226,6 +241,8 @@ def apply_to_model(
         layer = layers[i]
         targets, skipped = layer_targets(model, layer, f"{path}.{i}", skip)
         report.skipped += skipped
+        if i > last:  # nothing left to compress: the skipped layers are only listed
+            continue
         for group in _groups(layer, targets, inputs) if targets else []:
             accs = {
                 name: HessianAccumulator(mod.weight.shape[1 if kind == "linear" else 0], device)
@@ -246,7 +263,7 @@ def apply_to_model(
             finally:
                 handle.remove()
             for name, module, kind in group:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 acc = accs[name]
                 w = module.weight.data
                 w_oi = (w.t() if kind == "conv1d" else w).float().clone()
@@ -261,7 +278,11 @@ def apply_to_model(
                     alpha=cfg.alpha,
                     percdamp=cfg.percdamp,
                     act_norms=act_norms_from_hessian(acc.hessian, acc.tokens),
-                    **({"mask": cfg.mask} if cfg.method.startswith("obr") else {}),
+                    **(
+                        {"mask": cfg.mask, "scales_from": cfg.scales_from}
+                        if cfg.method.startswith("obr")
+                        else {}
+                    ),
                 )
                 new = c.weight.t() if kind == "conv1d" else c.weight
                 module.weight.data.copy_(new.to(w.dtype))
@@ -277,6 +298,7 @@ def apply_to_model(
                         bits_per_weight=bits_info["bits_per_weight"],
                         storage_format=bits_info["format"],
                         seconds=time.perf_counter() - t0,
+                        cpu_seconds=time.process_time() - c0,
                     )
                 )
                 report.masks[name] = c.mask.cpu()

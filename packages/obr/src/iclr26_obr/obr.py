@@ -3,8 +3,9 @@
 OBR (Sec. 3 of arXiv 2509.11177), per output row, H the damped Hessian, M the keep-mask of a pruner:
 
 1. sparsity: R1 = kept, E1 = pruned; δ1 = H_R1R1⁻¹·H_R1E1·w_E1; w̄ = w + δ1 on R1, 0 on E1.
-2. quantisation: s = scales of w̄ (computed once and reused, so e_E2 below is exactly the final quantiser's
-   error on E2); e = w̄ − Q(w̄); E2 = kept columns with index < ⌊α·Cin⌋ (``e2_split="columns"``, the official
+2. quantisation: s = per-row scales computed once, from the dense W before pruning (``scales_from="dense"``,
+   the official code's ``quantizer.find_params(W)``) or from w̄ (``"compensated"``), and reused in step 3, so
+   e_E2 below is exactly the final quantiser's error on E2; e = w̄ − Q(w̄); E2 = kept columns with index < ⌊α·Cin⌋ (``e2_split="columns"``, the official
    code) or the first ⌊α·|R1|⌋ kept entries of the row (``"count"``, the paper's wording); R2 = the other kept
    columns; δ2 = H_R2R2⁻¹·H_R2E2·e_E2; w̃ = w̄ + δ2 on R2.
 3. final quantisation: OBR_RTN rounds w̃ to nearest; OBR_GPTQ rounds the first ⌊α·Cin⌋ columns to nearest and
@@ -100,6 +101,7 @@ def obr_compress(
     alpha: float = 0.5,
     percdamp: float = 0.01,
     e2_split: str = "columns",
+    scales_from: str = "dense",
     rescale_final: bool = False,
     mse_clip: bool = True,
     blocksize: int = 128,
@@ -107,7 +109,8 @@ def obr_compress(
     """OBR of ``weight`` [Cout, Cin] with the calibration Hessian ``hessian`` [Cin, Cin] (undamped, 2XXᵀ/L).
 
     ``quantizer``: ``gptq`` (OBR_GPTQ) or ``rtn`` (OBR_RTN). ``mask``: a pruner's name or a keep-mask tensor.
-    Wanda's ‖X_j‖ defaults to sqrt(L·diag(H)/2) of the undamped Hessian.
+    Wanda's ‖X_j‖ defaults to sqrt(L·diag(H)/2) of the undamped Hessian. ``scales_from``: ``dense`` (official)
+    or ``compensated`` (scales of w̄).
     """
     if quantizer not in ("gptq", "rtn"):
         raise UserError(f"quantizer must be 'gptq' or 'rtn', got {quantizer!r}")
@@ -120,6 +123,7 @@ def obr_compress(
         percdamp=percdamp,
         mask=mask if isinstance(mask, str) else "wanda",
         e2_split=e2_split,
+        scales_from=scales_from,
         rescale_final=rescale_final,
         mse_clip=mse_clip,
         blocksize=blocksize,
@@ -135,7 +139,8 @@ def obr_compress(
     if cfg.bits is None:
         return _finish(w_bar, keep, None, cfg, weight, t0)
     # step 2: the kept columns right of the split absorb the quantisation error of those left of it
-    scales = find_scales(w_bar, cfg.bits, mse=cfg.mse_clip)
+    dense = weight.detach().to(W)  # the official code: scales of the dense W as it arrives
+    scales = find_scales(dense if cfg.scales_from == "dense" else w_bar, cfg.bits, mse=cfg.mse_clip)
     cols = W.shape[1]
     split = int(cfg.alpha * cols)
     if cfg.e2_split == "columns":
@@ -244,9 +249,31 @@ def compress(
     return baseline_compress(weight, hessian, method, **kw)
 
 
-def layer_output_error(weight: torch.Tensor, weight_hat: torch.Tensor, x: torch.Tensor) -> float:
-    """‖W·X − Ŵ·X‖²_F / ‖W·X‖²_F for inputs ``x`` [..., Cin] (as a Linear receives them; X = xᵀ)."""
-    x2 = x.reshape(-1, x.shape[-1]).double()
+def layer_output_error(
+    weight: torch.Tensor, weight_hat: torch.Tensor, x: torch.Tensor, *, layout: str
+) -> float:
+    """‖W·X − Ŵ·X‖²_F / ‖W·X‖²_F for weights [Cout, Cin] and inputs ``x`` in an explicit ``layout``.
+
+    ``layout="LC"``: x is [..., L, Cin] (tokens as rows, as an ``nn.Linear`` receives them; X = xᵀ);
+    ``layout="CL"``: x is [Cin, L] (the paper's X ∈ R^{Cin×L}). The layout is required because a square
+    input (L == Cin) would silently be read the wrong way; the input dimension is checked against Cin.
+    """
+    cin = weight.shape[-1]
+    if weight.dim() != 2 or weight_hat.shape != weight.shape:
+        raise UserError(
+            f"weight {tuple(weight.shape)} and weight_hat {tuple(weight_hat.shape)} must be the same [Cout, Cin]"
+        )
+    if layout == "LC":
+        if x.dim() < 2 or x.shape[-1] != cin:
+            raise UserError(f"layout='LC' needs x [..., L, {cin}], got {tuple(x.shape)}")
+        x2 = x.reshape(-1, cin)
+    elif layout == "CL":
+        if x.dim() != 2 or x.shape[0] != cin:
+            raise UserError(f"layout='CL' needs x [{cin}, L], got {tuple(x.shape)}")
+        x2 = x.t()
+    else:
+        raise UserError(f"layout must be 'LC' ([L, Cin]) or 'CL' ([Cin, L]), got {layout!r}")
+    x2 = x2.double()
     ref = x2 @ weight.double().t()
     diff = ref - x2 @ weight_hat.double().t()
     return float(diff.square().sum() / ref.square().sum().clamp(min=1e-300))

@@ -33,6 +33,8 @@ def synthetic_arms(cfg: Any) -> list[tuple[str, str, str, dict[str, Any]]]:
         (W4S50, "sparsegpt_joint", "SparseGPT+GPTQ (one pass)", {}),
         (W4S50, "obr_rtn", "OBR_RTN", {}),
         (W4S50, "obr_gptq", "OBR_GPTQ", {}),
+        (W4S50, "obr_rtn", "OBR_RTN (w-bar scales)", {"scales_from": "compensated"}),
+        (W4S50, "obr_gptq", "OBR_GPTQ (w-bar scales)", {"scales_from": "compensated"}),
     ]
     for s in cfg.c2.sparsities:
         setting = f"prune {float(s):.0%}"
@@ -77,7 +79,7 @@ def synthetic_errors(cfg: Any, ctx: Any) -> dict[str, dict[str, list[float]]]:
             )
             layer_seed = s
         c = compress(layer.weight, layer.hessian, method, percdamp=float(syn.percdamp), **kw)
-        err = layer_output_error(layer.weight, c.weight, layer.heldout)
+        err = layer_output_error(layer.weight, c.weight, layer.heldout, layout="LC")
         out.setdefault(setting, {}).setdefault(label, []).append(err)
     return out
 
@@ -199,8 +201,16 @@ def alpha_table(errs: dict, alphas: list[float]) -> str:
 
 
 def run(cfg: Any, ctx: Any) -> Results:
-    """Run C1-C5, the α ablation and (when ``bench``) the peers; figures and tables in ctx.run_dir."""
+    """Run C1-C5, the α ablation and (when ``bench``) the peers; figures and tables in ctx.run_dir.
+
+    ``scale=real``: C1, C4, C5 on SmolLM2-135M instead (`real.run_real`).
+    """
     from iclr26_core.fs import atomic_write_text
+
+    if cfg.get("real") is not None:
+        from .real import run_real
+
+        return run_real(cfg, ctx)
 
     errs = synthetic_errors(cfg, ctx)
     sparsities = [float(s) for s in cfg.c2.sparsities]
