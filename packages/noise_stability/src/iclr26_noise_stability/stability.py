@@ -161,35 +161,18 @@ def noise_stability(
     n_draws: int = 8,
     normalized: bool = True,
     noise: str = "paper",
-    positions: Sequence[int] | None = None,
-    readout: int | None = None,
-    vocab_size: int | None = None,
-    generator: torch.Generator | None = None,
-    classes: int | None = None,
     centered: bool = False,
-    support: int | Sequence[int] | None = None,
-    **forward_kwargs: Any,
+    **kwargs: Any,
 ) -> float:
     """Monte-Carlo Stab_ρ of the model's output distribution on ``input_ids`` ([B, T] integer).
 
     E⟨M(X), M(Y)⟩ over the rows of ``input_ids`` and ``n_draws`` noised copies each; ``normalized`` divides
     by E‖M(X)‖² (so 1 at ρ = 1 under ``paper`` noise, and 1 for a flat output); ``centered`` subtracts
-    ‖E M(X)‖² first (and then normalises by the variance E‖M(X)‖² − ‖E M(X)‖²). See `noise_stability_stats`.
+    ‖E M(X)‖² first (and then normalises by the variance E‖M(X)‖² − ‖E M(X)‖²). ``kwargs`` (``positions``,
+    ``readout``, ``vocab_size``, ``generator``, ``classes``, ``support``, forward arguments) go to
+    `noise_stability_stats`.
     """
-    stats = noise_stability_stats(
-        model,
-        input_ids,
-        rho,
-        n_draws,
-        noise,
-        positions,
-        readout,
-        vocab_size,
-        generator,
-        classes,
-        support,
-        **forward_kwargs,
-    )
+    stats = noise_stability_stats(model, input_ids, rho, n_draws, noise, **kwargs)
     key = {
         (False, False): "stability",
         (True, False): "normalized",
