@@ -4,6 +4,7 @@ folder, bad input = one line and nothing half-written."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 
 import pytest
@@ -24,8 +25,9 @@ smoke_run = testing.smoke_run_fixture(main)  # one `reproduce scale=smoke` share
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     out, res = smoke_run
-    files = ["grokking.png", "stability.png", "relu_stability.png", "peers.md"]
-    m, _ = testing.check_smoke_report((out, res), "noise_stability", ["C1", "C2", "C3", "C4"], files=files)
+    files = ["grokking.png", "stability.png", "relu_stability.png", "peers.md", "parity_sweep.md"]
+    ids = ["C1", "C2", "C3", "C4", "C5"]
+    m, _ = testing.check_smoke_report((out, res), "noise_stability", ids, files=files)
     claims = {c["id"]: c for c in m["claims"]}
     # recompute each verdict from the raw numbers with the spec's rules
     c1 = m["c1"]
@@ -45,6 +47,20 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert claims["C3"]["holds"] == c3
     c4 = m["c4"]
     assert claims["C4"]["holds"] == (c4["mean_reg"] >= c4["mean_base"] + 0.05)
+    assert "centred base" in claims["C4"]["measured"]  # the centred metric is reported beside the verdict
+    for run in runs["base"].values():  # every evaluation records both metrics; centred <= normalised·E|M|²
+        assert all("centered" in p and p["centered"] <= p["stability"] + 1e-9 for p in run["curve"])
+    # C5 recomputed: geometric mean of per-seed ratios (a miss counts as the cap) and the bootstrap CI
+    par, pcap = m["parity"], 100
+    ps = {
+        a: [r["steps_to_target"] or pcap for _, r in sorted(par["runs"][a].items())] for a in ("base", "reg")
+    }
+    assert len(ps["base"]) == 3
+    logs = [math.log(r / b) for r, b in zip(ps["reg"], ps["base"])]
+    geo = math.exp(sum(logs) / len(logs))
+    assert par["c5"]["geo_ratio"] == pytest.approx(geo)
+    assert claims["C5"]["holds"] == (geo <= 0.85 and par["c5"]["ci"][1] < 1.0)
+    assert "| reg_g0.2_r0.05 |" in (out / "parity_sweep.md").read_text()
     assert "| C4 |" in res.stdout and "claims hold" in res.stdout
     assert "weight decay 1.0" in res.stderr  # the optimizer, weight decay and split are printed
 

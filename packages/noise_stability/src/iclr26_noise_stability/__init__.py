@@ -20,11 +20,11 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
     {
         "noise": "correlated_tokens resample_one_token noise_eigenvalue",
         "regularizer": "NoiseStabilityRegularizer",
-        "stability": "noise_stability gaussian_noise_stability relu_stability relu_fixed_point",
+        "stability": "noise_stability noise_stability_stats gaussian_noise_stability relu_stability relu_fixed_point",
         "attention": "attention_stability propagate_interval",
         "bounds": "fourier_tail_bounds",
         "training": "train_with_regularizer RunResult",
-        "tasks": "Task modular_addition sparse_parity task_model",
+        "tasks": "Task modular_addition sparse_parity task_model BitMLP",
         "errors": "NoiseStabilityError",
     },
 )

@@ -48,7 +48,7 @@ def measure(args: Any) -> int:
 
     from . import figures
     from .bounds import fourier_tail_bounds
-    from .stability import noise_stability
+    from .stability import noise_stability_stats
 
     check_rho(args.rho, tokens=True)
     check_noise(args.noise)
@@ -71,20 +71,26 @@ def measure(args: Any) -> int:
     )
     gen = torch.Generator().manual_seed(args.seed + 1)
     ids = torch.randint(0, vocab, (min(args.samples, 128), args.seq_len), generator=gen)
+    stats = noise_stability_stats(model, ids, args.rho, noise=args.noise, readout=-1, generator=gen)
     result: dict[str, Any] = {
         "model": args.model,
         "rho": args.rho,
         "noise": args.noise,
-        "stability": noise_stability(model, ids, args.rho, noise=args.noise, readout=-1, generator=gen),
+        "stability": stats["normalized"],
+        "stability_centered": stats["centered"],
+        "stability_centered_normalized": stats["centered_normalized"],
+        "stability_moments": stats,
         "readout": "next-token distribution at the last position",
         **bounds,
     }
     if args.text:
         tok = load_tokenizer(args.model)
         blocks = _blocks(_read_text(args.text), tok, args.seq_len)[:128]
-        result["stability_text"] = noise_stability(
+        text_stats = noise_stability_stats(
             model, blocks, args.rho, noise=args.noise, readout=-1, generator=gen
         )
+        result["stability_text"] = text_stats["normalized"]
+        result["stability_text_centered"] = text_stats["centered"]
     with staged_dir(out) as tmp:
         write_json(tmp / "stability.json", result)
         figures.influence(
@@ -92,7 +98,8 @@ def measure(args: Any) -> int:
         )
     top = sorted(range(len(bounds["influences"])), key=lambda i: -bounds["influences"][i])[:5]
     print(
-        f"stability(ρ={args.rho}) = {result['stability']:.4f}; W(degree >= {args.degree}) <= "
+        f"stability(ρ={args.rho}) = {result['stability']:.4f} (centred {result['stability_centered']:.4f}); "
+        f"W(degree >= {args.degree}) <= "
         f"{bounds['stability_bound_fraction']:.3g} (noise, ρ={bounds['best_rho']}, λ={bounds['lambda']:.3f}) "
         f"vs {bounds['sensitivity_bound_fraction']:.3g} (average sensitivity) of E|f|²; "
         f"most influential positions {top}; wrote {out}"

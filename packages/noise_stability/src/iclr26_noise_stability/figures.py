@@ -36,16 +36,23 @@ def grokking(path: Path, grid: dict[str, dict[int, dict]], target: float) -> str
 
 
 def stability(path: Path, grid: dict[str, dict[int, dict]], rho: float) -> str:
+    """Normalised Stab_ρ (left) and the centred E⟨M(X), M(Y)⟩ − ‖E M‖² (right) against step."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    for arm, color, first, run in _runs(grid):
-        pts = [p for p in run["curve"] if "stability" in p]
-        x, y = [p["step"] for p in pts], [p["stability"] for p in pts]
-        ax.plot(x, y, color=color, lw=1.2, label=arm if first else None)
-    ax.set_xlabel("step")
-    ax.set_ylabel(f"normalised Stab_ρ (ρ = {rho})")
-    ax.set_title("noise stability of the output distribution on validation inputs")
-    ax.legend(fontsize=8)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, label in (
+        (axes[0], "stability", f"normalised Stab_ρ (ρ = {rho})"),
+        (axes[1], "centered", f"centred Stab_ρ − ‖E M‖² (ρ = {rho})"),
+    ):
+        for arm, color, first, run in _runs(grid):
+            pts = [p for p in run["curve"] if key in p]
+            x, y = [p["step"] for p in pts], [p[key] for p in pts]
+            ax.plot(x, y, color=color, lw=1.2, label=arm if first else None)
+        ax.set_xlabel("step")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+    axes[0].set_title("normalised (a flat output scores 1)", fontsize=9)
+    axes[1].set_title("centred (a flat output scores 0)", fontsize=9)
+    fig.suptitle("noise stability of the output distribution on validation inputs", fontsize=10)
     fig.tight_layout()
     return save_figure(fig, path)
 

@@ -30,9 +30,9 @@ def summarize(runs: dict[int, dict], cap: int) -> dict[str, Any]:
     }
 
 
-def _stability_at(run: dict, step: int) -> float | None:
-    pts = [p for p in run["curve"] if p["step"] <= step and "stability" in p]
-    return pts[-1]["stability"] if pts else None
+def _stability_at(run: dict, step: int, key: str = "stability") -> float | None:
+    pts = [p for p in run["curve"] if p["step"] <= step and key in p]
+    return pts[-1][key] if pts else None
 
 
 def claim_c3(grid: dict[str, dict[int, dict]], g: dict[str, Any], r: dict[str, Any]) -> tuple[Claim, dict]:
@@ -68,23 +68,45 @@ def claim_c4(
     for s in sorted(grid["base"]):
         b, r = grid["base"][s], grid["reg"][s]
         last = min(b["curve"][-1]["step"], r["curve"][-1]["step"]) if b["curve"] and r["curve"] else 0
-        rows[s] = {"step": last, "base": _stability_at(b, last), "reg": _stability_at(r, last)}
-    valid = [v for v in rows.values() if v["base"] is not None and v["reg"] is not None]
-    mean_b = sum(v["base"] for v in valid) / max(len(valid), 1)
-    mean_r = sum(v["reg"] for v in valid) / max(len(valid), 1)
+        rows[s] = {"step": last}
+        for key, name in (("stability", ""), ("centered", "centered_")):
+            rows[s][name + "base"] = _stability_at(b, last, key)
+            rows[s][name + "reg"] = _stability_at(r, last, key)
+    valid = [v for v in rows.values() if None not in v.values()]
+
+    def mean(key: str) -> float:
+        return sum(v[key] for v in valid) / max(len(valid), 1)
+
+    mean_b, mean_r = mean("base"), mean("reg")
     margin = float(c4["margin"])
     holds = bool(valid) and mean_r >= mean_b + margin
     claim = Claim(
         "C4",
         "with the regulariser, stability stays high while the baseline becomes less stable",
         "qualitative",
-        {"stab base": round(mean_b, 4), "stab reg": round(mean_r, 4)},
+        {
+            "stab base": round(mean_b, 4),
+            "stab reg": round(mean_r, 4),
+            "centred base": round(mean("centered_base"), 4),
+            "centred reg": round(mean("centered_reg"), 4),
+        },
         holds,
         f"mean over seeds of normalised Stab_ρ at the last step both arms ran: reg >= base + {margin:g}",
-        f"ρ = {stab['rho']}, {stab['draws']} draws on the validation inputs; per seed (step, base, reg): "
-        + "; ".join(f"({v['step']}, {v['base']:.3f}, {v['reg']:.3f})" for v in valid),
+        f"ρ = {stab['rho']}, {stab['draws']} draws on the validation inputs; centred = E⟨M(X), M(Y)⟩ − ‖E M‖² "
+        "(0 for a flat output, reported beside the verdict); per seed (step, base, reg, centred base, centred "
+        "reg): "
+        + "; ".join(
+            f"({v['step']}, {v['base']:.3f}, {v['reg']:.3f}, {v['centered_base']:.3f}, {v['centered_reg']:.3f})"
+            for v in valid
+        ),
     )
-    return claim, {"per_seed": rows, "mean_base": mean_b, "mean_reg": mean_r}
+    return claim, {
+        "per_seed": rows,
+        "mean_base": mean_b,
+        "mean_reg": mean_r,
+        "mean_centered_base": mean("centered_base"),
+        "mean_centered_reg": mean("centered_reg"),
+    }
 
 
 def peers_markdown(

@@ -67,6 +67,7 @@ def _regularizer(arm: str, cfg: dict[str, Any], task):
         vocab_size=task.vocab_size,
         readout=task.readout,
         classes=task.n_classes,
+        support=task.support,
     )
     sweep = _SWEEP.match(arm)
     if sweep:
@@ -85,17 +86,22 @@ def run_job(cfg: dict[str, Any], arm: str, seed: int, device: str = "cpu") -> di
     import torch
 
     from .peers import make_optimizer
-    from .tasks import task_model
+    from .tasks import BitMLP, task_model
     from .training import train_with_regularizer
 
     threads = int(cfg.get("threads") or 0)
     if threads:  # the core's setting (1 at the miniature scales); 0 leaves torch's default
         torch.set_num_threads(threads)
     g = cfg["grok"]
+    if g.get("data_per_seed"):  # each seed its own dataset (shared by every arm of that seed)
+        g = dict(g, split_seed=int(g["split_seed"]) + seed)
     task = build_task(g)
-    model = task_model(
-        task, int(g["n_layer"]), int(g["n_embd"]), int(g["n_head"]), int(g["n_inner"]), seed=seed
-    )
+    if g.get("model", "gpt2") == "mlp":
+        model = BitMLP(task.seq_len, int(g["width"]), task.n_classes, seed=seed)
+    else:
+        model = task_model(
+            task, int(g["n_layer"]), int(g["n_embd"]), int(g["n_head"]), int(g["n_inner"]), seed=seed
+        )
     model.to(device)
     wd_match = _WD.match(arm)
     wd = float(wd_match.group(1)) if wd_match else float(g["weight_decay"])
@@ -131,12 +137,14 @@ def _cost(arm: str) -> float:
     return 2.0 if arm.startswith("reg") or arm in ("anti", "avgsens") else 1.0
 
 
-def run_grid(cfg: dict[str, Any], jobs: list[tuple[str, int]], ctx: Any) -> dict[str, dict[int, dict]]:
+def run_grid(
+    cfg: dict[str, Any], jobs: list[tuple[str, int]], ctx: Any, desc: str = "grokking runs"
+) -> dict[str, dict[int, dict]]:
     """{arm: {seed: run}} for every (arm, seed) job; a progress bar over runs; ``cfg["workers"]`` processes."""
     arms = list(dict.fromkeys(a for a, _ in jobs))
     workers = max(1, min(int(cfg.get("workers", 1)), len(jobs), os.cpu_count() or 1))
     results: dict[str, dict[int, dict]] = {a: {} for a in arms}
-    bar = ctx.progress(total=len(jobs), desc="grokking runs")
+    bar = ctx.progress(total=len(jobs), desc=desc)
     if workers == 1 or ctx.device != "cpu":
         for arm, seed in jobs:
             bar.set_postfix_str(f"{arm} seed {seed}", refresh=False)

@@ -8,8 +8,9 @@ stability; S = 0 penalises it. Gradients flow through both forward passes unless
 vocabulary and averaged over positions and batch (inferred); ``readout`` picks one output position instead
 (e.g. −1 for the "=" token of modular addition) and ``classes`` restricts M(·) to the label space (the
 first ``classes`` logits: for modular addition the p residues, not the "=" token, which the cross-entropy never
-sees — otherwise stability is trivially maximised by putting all mass on "="). A fresh noise draw is taken on
-every call.
+sees — otherwise stability is trivially maximised by putting all mass on "="), and ``support`` the ids a noised
+token may become (for modular addition the p residues: a and b are resampled as operands, never as "=").
+A fresh noise draw is taken on every call.
 
 ``mode="avgsens"`` is a reviewer-requested control: Y resamples one random token (average sensitivity)
 instead of applying ρ-correlated noise everywhere.
@@ -80,6 +81,7 @@ class NoiseStabilityRegularizer:
         detach_noisy: bool = False,
         mode: str = "stability",
         classes: int | None = None,
+        support: int | Sequence[int] | None = None,
     ) -> None:
         self.gamma = check_gamma(gamma)
         self.rho = check_rho(rho, tokens=True)
@@ -89,6 +91,7 @@ class NoiseStabilityRegularizer:
         self.vocab_size = vocab_size
         self.readout = readout
         self.classes = None if classes is None else int(classes)
+        self.support = support
         self.detach_noisy = bool(detach_noisy)
         if mode not in ("stability", "avgsens"):
             raise NoiseStabilityError(f"mode must be 'stability' or 'avgsens', got {mode!r}")
@@ -97,7 +100,7 @@ class NoiseStabilityRegularizer:
     def __repr__(self) -> str:
         return (
             f"NoiseStabilityRegularizer(gamma={self.gamma}, rho={self.rho}, S={self.S}, noise={self.noise!r}, "
-            f"positions={self.positions}, mode={self.mode!r})"
+            f"positions={self.positions}, support={self.support}, mode={self.mode!r})"
         )
 
     def _vocab(self, model: Any) -> int:
@@ -113,8 +116,10 @@ class NoiseStabilityRegularizer:
         check_input_ids(input_ids, vocab)
         position_mask(input_ids.shape[-1], self.positions)  # checks the positions
         if self.mode == "avgsens":
-            return resample_one_token(input_ids, vocab, self.positions, generator)
-        return correlated_tokens(input_ids, self.rho, vocab, self.noise, self.positions, generator)
+            return resample_one_token(input_ids, vocab, self.positions, generator, self.support)
+        return correlated_tokens(
+            input_ids, self.rho, vocab, self.noise, self.positions, generator, self.support
+        )
 
     def __call__(
         self,

@@ -24,6 +24,7 @@ from . import figures
 from .errors import check_gamma, check_noise, check_rho, check_sign
 from .grok_claims import claim_c3, claim_c4, peers_markdown, summarize
 from .grokking import build_task, check_arm, run_grid, sweep_arms
+from .parity_claims import claim_c5, parity_jobs, parity_run_config, sweep_markdown
 from .peers import missing_peers
 from .theory_claims import claim_c1, claim_c2
 
@@ -72,6 +73,10 @@ def run(cfg: Any, ctx: Any) -> Results:
     grid = run_grid(plain, jobs, ctx)
     c3, c3_raw = claim_c3(grid, g, plain["reg"])
     c4, c4_raw = claim_c4(grid, plain["c4"], plain["stability"])
+    claims = [c1, c2, c3, c4]
+    parity: dict[str, Any] = {}
+    if cfg.parity.enabled:
+        claims.append(run_parity(plain, ctx, parity))
     summaries = {a: summarize(grid[a], int(g["cap"])) for a in arms}
     if len(arms) > 2 or missing:
         (ctx.run_dir / "peers.md").write_text(peers_markdown(summaries, g, missing, build_task(g).describe()))
@@ -88,5 +93,34 @@ def run(cfg: Any, ctx: Any) -> Results:
         "arms": summaries,
         "peers_missing": missing,
         "runs": {a: {str(s): grid[a][s] for s in grid[a]} for a in arms},
+        "parity": parity,
     }
-    return Results([c1, c2, c3, c4], metrics=metrics, figures=figs)
+    return Results(claims, metrics=metrics, figures=figs)
+
+
+def run_parity(plain: dict[str, Any], ctx: Any, out: dict[str, Any]):
+    """C5 and the γ/ρ sweep on noisy sparse parity (``parity.enabled=true``); fills ``out`` for metrics.json."""
+    pc = plain["parity"]
+    check_gamma(pc["gamma"])
+    check_rho(pc["rho"], tokens=True)
+    arms = ["base", "reg"] + [
+        a
+        for a in sweep_arms(list(pc["sweep"]["gamma"]), list(pc["sweep"]["rho"]), pc["gamma"], pc["rho"])
+        if a != f"reg_g{float(pc['gamma']):g}_r{float(pc['rho']):g}"
+    ]
+    for a in arms:
+        check_arm(a)
+    if int(pc["seeds"]) < 2:
+        raise UserError(f"parity.seeds must be >= 2 for a confidence interval, got {pc['seeds']}")
+    ctx.log(
+        f"noisy sparse parity: n={pc['n_bits']}, k={pc['k']}, {pc['n_train']} train rows, label noise "
+        f"{pc['label_noise']}, MLP width {pc['width']}, AdamW lr {pc['lr']}, weight decay {pc['weight_decay']}, "
+        f"target {pc['target']}, cap {pc['cap']}; {pc['seeds']} seeds; arms {arms}"
+    )
+    grid = run_grid(parity_run_config(plain), parity_jobs(pc, ctx.seed, arms), ctx, "parity runs")
+    claim, raw = claim_c5(grid, pc)
+    summaries = {a: summarize(grid[a], int(pc["cap"])) for a in arms}
+    if len(arms) > 2:
+        (ctx.run_dir / "parity_sweep.md").write_text(sweep_markdown(summaries, pc))
+    out.update(c5=raw, arms=summaries, runs={a: {str(s): grid[a][s] for s in grid[a]} for a in arms})
+    return claim

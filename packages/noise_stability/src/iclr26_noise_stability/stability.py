@@ -87,6 +87,73 @@ def gaussian_noise_stability(
 
 
 @torch.no_grad()
+def noise_stability_stats(
+    model: Any,
+    input_ids: torch.Tensor,
+    rho: float,
+    n_draws: int = 8,
+    noise: str = "paper",
+    positions: Sequence[int] | None = None,
+    readout: int | None = None,
+    vocab_size: int | None = None,
+    generator: torch.Generator | None = None,
+    classes: int | None = None,
+    support: int | Sequence[int] | None = None,
+    **forward_kwargs: Any,
+) -> dict[str, float]:
+    """Monte-Carlo moments of the output distribution M on ``input_ids`` ([B, T] integer) and noised copies.
+
+    Returns ``stability`` = E⟨M(X), M(Y)⟩, ``norm`` = E‖M(X)‖², ``mean_sq`` = ‖E M(X)‖² (the mean over the
+    rows, and positions for sequence outputs), and the derived
+
+    * ``normalized`` = stability / norm — 1 for a flat output (not centred);
+    * ``centered`` = stability − mean_sq — the stability of the non-constant part: 0 for any output that
+      does not depend on the input (a flat one included), q·(1 − 1/U) for a one-hot copy of one uniform
+      token over U ids under keep-probability q;
+    * ``centered_normalized`` = centered / (norm − mean_sq) ∈ [−1, 1] — the correlation of M(X) and M(Y)
+      (q for that one-hot copy); 0 when the output is constant (no variance to be stable).
+
+    E over the rows of ``input_ids`` and ``n_draws`` noised copies each. Sequence outputs are averaged over
+    positions unless ``readout`` picks one; ``classes`` restricts M to the first logits (a task's labels).
+    """
+    rho = check_rho(rho, tokens=True)
+    check_noise(noise)
+    vocab = int(vocab_size or model.config.vocab_size)
+    check_input_ids(input_ids, vocab)
+    seq = input_ids.dim()
+
+    def probs(ids: torch.Tensor) -> torch.Tensor:
+        logits = select(model_logits(model, ids, **forward_kwargs), readout, seq, classes)
+        return torch.softmax(logits.float(), -1).double()
+
+    was = getattr(model, "training", False)
+    if hasattr(model, "eval"):
+        model.eval()
+    try:
+        px = probs(input_ids)
+        flat = px.reshape(-1, px.shape[-1])
+        norm = float((flat * flat).sum(-1).mean())
+        mean = flat.mean(0)
+        mean_sq = float((mean * mean).sum())
+        total = 0.0
+        for _ in range(n_draws):
+            y = correlated_tokens(input_ids, rho, vocab, noise, positions, generator, support)
+            total += float((px * probs(y)).sum(-1).mean())
+    finally:
+        if was and hasattr(model, "train"):
+            model.train()
+    stab = total / n_draws
+    var = norm - mean_sq
+    return {
+        "stability": stab,
+        "norm": norm,
+        "mean_sq": mean_sq,
+        "normalized": stab / norm,
+        "centered": stab - mean_sq,
+        "centered_normalized": (stab - mean_sq) / var if var > 1e-12 else 0.0,
+    }
+
+
 def noise_stability(
     model: Any,
     input_ids: torch.Tensor,
@@ -94,45 +161,22 @@ def noise_stability(
     n_draws: int = 8,
     normalized: bool = True,
     noise: str = "paper",
-    positions: Sequence[int] | None = None,
-    readout: int | None = None,
-    vocab_size: int | None = None,
-    generator: torch.Generator | None = None,
-    classes: int | None = None,
-    **forward_kwargs: Any,
+    centered: bool = False,
+    **kwargs: Any,
 ) -> float:
     """Monte-Carlo Stab_ρ of the model's output distribution on ``input_ids`` ([B, T] integer).
 
-    E⟨M(X), M(Y)⟩ over the rows of ``input_ids`` and ``n_draws`` noised copies each; normalised by
-    E‖M(X)‖² (so 1 at ρ = 1 under ``paper`` noise: nothing changes). Sequence outputs are averaged over
-    positions unless ``readout`` picks one; ``classes`` restricts the distribution to the first logits (a
-    task's label space).
+    E⟨M(X), M(Y)⟩ over the rows of ``input_ids`` and ``n_draws`` noised copies each; ``normalized`` divides
+    by E‖M(X)‖² (so 1 at ρ = 1 under ``paper`` noise, and 1 for a flat output); ``centered`` subtracts
+    ‖E M(X)‖² first (and then normalises by the variance E‖M(X)‖² − ‖E M(X)‖²). ``kwargs`` (``positions``,
+    ``readout``, ``vocab_size``, ``generator``, ``classes``, ``support``, forward arguments) go to
+    `noise_stability_stats`.
     """
-    rho = check_rho(rho, tokens=True)
-    check_noise(noise)
-    vocab = int(vocab_size or model.config.vocab_size)
-    check_input_ids(input_ids, vocab)
-    was = getattr(model, "training", False)
-    if hasattr(model, "eval"):
-        model.eval()
-    try:
-        px = torch.softmax(
-            select(
-                model_logits(model, input_ids, **forward_kwargs), readout, input_ids.dim(), classes
-            ).float(),
-            -1,
-        )
-        norm = float((px * px).sum(-1).mean())
-        total = 0.0
-        for _ in range(n_draws):
-            y = correlated_tokens(input_ids, rho, vocab, noise, positions, generator)
-            py = torch.softmax(
-                select(model_logits(model, y, **forward_kwargs), readout, input_ids.dim(), classes).float(),
-                -1,
-            )
-            total += float((px * py).sum(-1).mean())
-    finally:
-        if was and hasattr(model, "train"):
-            model.train()
-    stab = total / n_draws
-    return stab / norm if normalized else stab
+    stats = noise_stability_stats(model, input_ids, rho, n_draws, noise, **kwargs)
+    key = {
+        (False, False): "stability",
+        (True, False): "normalized",
+        (False, True): "centered",
+        (True, True): "centered_normalized",
+    }[(bool(normalized), bool(centered))]
+    return stats[key]

@@ -1,7 +1,8 @@
 """The algorithmic tasks of the paper's grokking experiments, as tensors with a fixed split.
 
 * `modular_addition(p)`: every pair (a, b) ∈ [0, p)², input ``[a, b, =]`` (``=`` is token p, vocabulary
-  p + 1), label (a + b) mod p, read out at the ``=`` position; only a and b are noised (positions 0, 1).
+  p + 1), label (a + b) mod p, read out at the ``=`` position; only a and b are noised (positions 0, 1),
+  and only to residues (support p: never to ``=``).
 * `sparse_parity(n_bits, k)`: uniform bits (tokens 0/1), label = XOR of the first k bits, flipped with
   probability η (label noise); every bit position is noised.
 """
@@ -19,8 +20,9 @@ from .errors import NoiseStabilityError
 class Task:
     """A classification task over token sequences: inputs [N, T] int64, labels [N] int64.
 
-    ``positions`` are the content positions that token noise may change; ``readout`` the output position
-    whose logits predict the label; labels lie in [0, n_classes).
+    ``positions`` are the content positions that token noise may change, ``support`` the ids a noised
+    position may become; ``readout`` the output position whose logits predict the label; labels lie in
+    [0, n_classes).
     """
 
     name: str
@@ -32,6 +34,7 @@ class Task:
     n_classes: int
     positions: tuple[int, ...]
     readout: int = -1
+    support: int | None = None  # noise resamples a position from ids [0, support) (None: the vocabulary)
 
     @property
     def seq_len(self) -> int:
@@ -40,7 +43,8 @@ class Task:
     def describe(self) -> str:
         return (
             f"{self.name}: {len(self.x_train)} train / {len(self.x_val)} validation sequences of length "
-            f"{self.seq_len}, vocabulary {self.vocab_size}, noised positions {list(self.positions)}"
+            f"{self.seq_len}, vocabulary {self.vocab_size}, noised positions {list(self.positions)} "
+            f"(resampled from {self.support or self.vocab_size} ids)"
         )
 
 
@@ -57,7 +61,7 @@ def modular_addition(p: int, train_fraction: float = 0.5, split_seed: int = 0) -
     perm = torch.randperm(p * p, generator=torch.Generator().manual_seed(split_seed))
     n_train = max(1, min(p * p - 1, round(train_fraction * p * p)))
     tr, va = perm[:n_train], perm[n_train:]
-    return Task(f"modular addition p={p}", x[tr], y[tr], x[va], y[va], p + 1, p, (0, 1), -1)
+    return Task(f"modular addition p={p}", x[tr], y[tr], x[va], y[va], p + 1, p, (0, 1), -1, support=p)
 
 
 def sparse_parity(
@@ -118,3 +122,19 @@ def task_model(
         eos_token_id=None,
         pad_token_id=None,
     ).train()
+
+
+class BitMLP(torch.nn.Module):
+    """A one-hidden-layer ReLU MLP on token ids read as ±1 coordinates (token 0 → −1, 1 → +1): the standard
+    architecture of sparse-parity studies. ``forward(input_ids [B, n]) -> logits [B, n_classes]``."""
+
+    def __init__(self, n_bits: int, width: int = 256, n_classes: int = 2, seed: int = 0) -> None:
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.hidden = torch.nn.Linear(n_bits, width)
+            self.out = torch.nn.Linear(width, n_classes)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        x = input_ids.float() * 2.0 - 1.0
+        return self.out(torch.relu(self.hidden(x)))

@@ -2,7 +2,7 @@
 
 `train_with_regularizer` runs full-batch (or mini-batch) AdamW at a constant learning rate, evaluates every
 ``eval_every`` steps (train/validation accuracy and the normalised Stab_ρ of the output distribution on
-validation inputs) and stops when the validation accuracy reaches ``target`` (or at ``steps``). It returns a
+validation inputs: normalised, and centred by subtracting ‖E M‖²) and stops when the validation accuracy reaches ``target`` (or at ``steps``). It returns a
 `RunResult` with steps and wall-clock to the target, the curve and the stability trajectory.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .regularizer import NoiseStabilityRegularizer, model_logits
-from .stability import noise_stability
+from .regularizer import NoiseStabilityRegularizer, model_logits, select
+from .stability import noise_stability_stats
 from .tasks import Task
 
 
@@ -57,7 +57,8 @@ def accuracy(model: Any, task: Task, split: str = "val", batch_size: int = 4096)
     device = next(model.parameters()).device
     correct = 0
     for i in range(0, len(x), batch_size):
-        logits = model_logits(model, x[i : i + batch_size].to(device))[:, task.readout, : task.n_classes]
+        xb = x[i : i + batch_size].to(device)
+        logits = select(model_logits(model, xb), task.readout, xb.dim(), task.n_classes)
         correct += int((logits.argmax(-1).cpu() == y[i : i + batch_size]).sum())
     return correct / max(len(x), 1)
 
@@ -66,19 +67,22 @@ def task_loss(task: Task, regularizer: NoiseStabilityRegularizer | None = None) 
     """``loss_fn(model, (x, y))``: cross-entropy of the class logits at the readout, plus γ·R when given.
 
     A regulariser without its own ``readout``/``classes`` compares the softmax over the task's classes at
-    ``task.readout`` — the distribution the cross-entropy sees (a copy is made).
+    ``task.readout`` — the distribution the cross-entropy sees — and, without its own ``support``, resamples
+    noised tokens from the task's (a copy is made).
     """
-    if regularizer is not None and (regularizer.readout is None or regularizer.classes is None):
+    if regularizer is not None and None in (regularizer.readout, regularizer.classes, regularizer.support):
         regularizer = copy.copy(regularizer)
         if regularizer.readout is None:
             regularizer.readout = task.readout
         if regularizer.classes is None:
             regularizer.classes = task.n_classes
+        if regularizer.support is None:
+            regularizer.support = task.support
 
     def loss_fn(model: Any, batch: Any) -> torch.Tensor:
         x, y = batch
         logits = model_logits(model, x)
-        out = logits[:, task.readout, : task.n_classes]
+        out = select(logits, task.readout, x.dim(), task.n_classes)
         loss = F.cross_entropy(out.float(), y)
         if regularizer is not None and regularizer.gamma > 0:
             loss = loss + regularizer(model, x, logits)
@@ -156,7 +160,7 @@ def train_with_regularizer(
         score = float(eval_fn(m)) if eval_fn is not None else accuracy(m, task, "val")
         point = {"step": step, "loss": losses[-1], "val_acc": score, "train_acc": accuracy(m, task, "train")}
         if stability_draws:
-            point["stability"] = noise_stability(
+            stats = noise_stability_stats(
                 m,
                 task.x_val.to(next(m.parameters()).device),
                 stability_rho,
@@ -167,7 +171,11 @@ def train_with_regularizer(
                 vocab_size=task.vocab_size,
                 generator=gen,
                 classes=task.n_classes,
+                support=task.support,
             )
+            point["stability"] = stats["normalized"]
+            point["centered"] = stats["centered"]
+            point["centered_normalized"] = stats["centered_normalized"]
         curve.append(point)
         clock["eval"] += time.perf_counter() - t0
         if score >= target and clock["hit"] is None:
