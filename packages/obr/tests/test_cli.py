@@ -114,7 +114,7 @@ def test_compress_bad_input_one_line_nothing_written(saved_model, tmp_path, monk
     ("args", "message"),
     [
         (["compress", "--model", "/nonexistent/model", "--out", "OUT"], "does not exist"),
-        (["evaluate", "--model", "/nonexistent/model"], "--out is needed"),
+        (["evaluate", "--model", "tiny-llama"], "--out is needed"),
         (["evaluate", "--model", "/nonexistent/model", "--out", "OUT/m.json"], "does not exist"),
         (["reproduce", "scale=tiny"], "options for scale"),
         (["reproduce", "lm.steps=lots"], "must be an int"),
