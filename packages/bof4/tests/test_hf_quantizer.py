@@ -80,6 +80,7 @@ def both(tmp_path_factory):
     return folders
 
 
+@pytest.mark.slow  # slow: a fresh interpreter imports transformers (≈ 20 s); CI runs it in the slow stage
 def test_plain_transformers_refuses_instead_of_random_weights(both):
     """One process that never imports iclr26_bof4 tries each folder: transformers names the unknown method and
     raises for llama and for qwen2."""

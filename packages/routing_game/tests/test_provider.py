@@ -98,6 +98,7 @@ def test_four_subset_search_equals_the_closed_form_gain():
     np.testing.assert_allclose(th.gain, np.maximum(0, both_stay - one_pass), atol=1e-6)
 
 
+@pytest.mark.slow  # slow: 80 games × a 25 × 25 grid (≈ 12 s); CI runs it in the slow stage
 def test_partial_throttles_never_beat_the_four_subset_search():
     """Any latencies t̂_i ≥ t_i (a 25 × 25 grid per game, well past V p_i) cost the provider at least the
     four-subset search's optimum, on 80 random games; and the grid finds a throttle that pays where it does."""
