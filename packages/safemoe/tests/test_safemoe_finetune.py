@@ -192,6 +192,7 @@ def test_proximal_penalty_is_the_squared_distance_to_theta0(olmoe):
         lora_delta_sq(toy.tiny_olmoe())
 
 
+@pytest.mark.slow  # slow: trl's SFTTrainer as a peer (≈ 5 s); CI runs it in the slow stage
 def test_trl_sfttrainer_with_callback_gives_our_losses(olmoe):
     """The library peer: trl's SFTTrainer + SafeMoECallback on the tiny MoE reproduces our loop's task and
     routing losses step for step (one batch per epoch, so the samplers' orders cannot differ)."""

@@ -101,6 +101,7 @@ def test_quiet_folds_what_installed_libraries_print(tmp_path, monkeypatch, capsy
     assert "CUDA" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # slow: a spawned interpreter (≈ 5 s); CI runs it in the slow stage
 def test_quiet_worker_silences_what_a_spawned_worker_would_print():
     import subprocess
     import sys
