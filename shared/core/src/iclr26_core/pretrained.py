@@ -156,26 +156,17 @@ def smollm2(log: Any = None) -> Path:
     """The converted SmolLM2-135M-Instruct folder in the user cache (converted on first use: ≈ 30–140 s). When
     ``$ICLR26_CACHE`` points elsewhere (test sessions do) and the user's default cache already holds a completed
     conversion, that one is used: 538 MB are not converted again per session."""
-    from .cache import cache_dir
+    from .cache import cache_dir, default_root
 
     gguf = smollm2_gguf()
     name = f"smollm2-135m-instruct-q4_1-v{CONVERTER_VERSION}"
     out = cache_dir("pretrained") / name
     if _is_complete(out):
         return out
-    shared = _default_cache_root() / "pretrained" / name
+    shared = default_root() / "pretrained" / name
     if _is_complete(shared):  # $ICLR26_CACHE points elsewhere (a test session): reuse the user's conversion
         return shared
     return convert_gguf(gguf, out, log=log)
-
-
-def _default_cache_root() -> Path:
-    """The cache root without ``$ICLR26_CACHE`` (``$XDG_CACHE_HOME/iclr26`` or the platform's user cache)."""
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]) / "iclr26"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("iclr26"))
 
 
 def load_smollm2(dtype: Any = None, device: str = "cpu", log: Any = None) -> tuple[Any, Any]:
