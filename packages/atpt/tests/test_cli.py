@@ -22,7 +22,7 @@ test_help_does_not_import_torch, smoke_run, test_refuses_nonempty_out = cli_cont
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     m, claims = check_smoke_report(
-        smoke_run, "atpt", "C1 C2 C3 C4 C5", files=["reliability.png", "sphere.png"]
+        smoke_run, "atpt", "C1 C2 C3 C4 C5 R3 R4 R5", files=["reliability.png", "sphere.png"]
     )
     sp = m["sphere"]
     c1 = (
@@ -47,6 +47,16 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert claims["C4"]["holds"] == c4
     assert claims["C5"]["holds"] == (mean(per("A-TPT", "ad_deg")) > mean(per("TPT", "ad_deg")))
     assert m["seeds"][0]["lrs"][lr]["lambda_o"] in (1.0, 10.0, 50.0)
+    # R3–R5: the same rules with the released objective (λ = −80) in A-TPT's place
+    rel = "A-TPT λ=-80 (released)"
+    assert m["headline"]["atpt_arms"] == [80.0, -80.0]
+    d_ece = mean(per(rel, "ece")) - mean(per("TPT", "ece"))
+    d_acc = mean(per(rel, "acc")) - mean(per("TPT", "acc"))
+    assert claims["R3"]["holds"] == (d_ece <= -1.0 and abs(d_acc) <= 2.0)
+    r4 = all(a < min(c, o) for a, c, o in zip(per(rel, "ece"), per("C-TPT", "ece"), per("O-TPT", "ece")))
+    assert claims["R4"]["holds"] == r4
+    assert claims["R5"]["holds"] == (mean(per(rel, "ad_deg")) > mean(per("TPT", "ad_deg")))
+    assert "released" in claims["R3"]["claim"] and "arm λ=80" in claims["C3"]["note"]
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +103,11 @@ def test_tune_on_saved_clip(user_folder, tmp_path):
     assert res.code == 0, res.output
     assert {p.name for p in out.iterdir()} == {"predictions.csv", "metrics.json", "reliability.png"}
     m = json.loads((out / "metrics.json").read_text())
-    assert m["n"] == 12 and 0 <= m["accuracy"] <= 100 and m["ece20"] >= 0
+    (arm,) = m["arms"].values()
+    assert m["n"] == 12 and 0 <= arm["accuracy"] <= 100 and arm["ece20"] >= 0 and arm["lam"] == 10.0
+    assert m["template"] == "a photo of a {}."
     lines = (out / "predictions.csv").read_text().splitlines()
-    assert lines[0] == "file,prediction,confidence,ad_deg,label" and len(lines) == 13
+    assert lines[0] == "file,arm,prediction,confidence,ad_deg,label" and len(lines) == 13
     flat = tmp_path / "flat"
     res = run_cli(
         main,
@@ -115,6 +127,34 @@ def test_tune_on_saved_clip(user_folder, tmp_path):
     )
     assert res.code == 0, res.output
     assert {p.name for p in flat.iterdir()} == {"predictions.csv"}
+
+
+def test_tune_sweep_shares_views_and_matches_single_arms(user_folder, tmp_path):
+    """--sweep runs zero-shot, TPT and ±λ on the same views; each arm equals the same arm run alone (a second,
+    independent run), the released sign (λ < 0) is labelled, and the figure has one diagram per arm."""
+    base = [
+        "tune",
+        "--model",
+        str(user_folder / "clip"),
+        "--images",
+        str(user_folder / "imgs"),
+        "--views",
+        "8",
+    ]
+    res = run_cli(main, [*base, "--sweep", "--lams", "10", "-80", "--out", str(tmp_path / "sweep")])
+    assert res.code == 0, res.output
+    m = json.loads((tmp_path / "sweep" / "metrics.json").read_text())
+    assert list(m["arms"]) == ["zero-shot", "TPT", "atpt λ=10", "atpt λ=-80"]
+    assert m["arms"]["atpt λ=-80"]["objective"].startswith("released")
+    assert m["arms"]["atpt λ=10"]["objective"].startswith("paper")
+    assert "atpt λ=-80" in res.stdout and "ECE-20" in res.stdout
+    alone = run_cli(
+        main, [*base, "--lam", "-80", "--allow-negative-lambda", "--out", str(tmp_path / "alone")]
+    )
+    assert alone.code == 0, alone.output
+    (single,) = json.loads((tmp_path / "alone" / "metrics.json").read_text())["arms"].values()
+    for key in ("accuracy", "ece20", "ad_deg"):
+        assert single[key] == pytest.approx(m["arms"]["atpt λ=-80"][key], abs=1e-6)
 
 
 def test_dispersion_on_saved_clip(user_folder, tmp_path):
@@ -142,7 +182,8 @@ def test_dispersion_on_saved_clip(user_folder, tmp_path):
         ("flat_no_classes", [], "no class subfolders"),
         ("ok", ["--views", "0"], "n_views must be >= 1"),
         ("ok", ["--selection", "1.5"], "selection must be in (0, 1]"),
-        ("ok", ["--lam", "-10"], "official"),
+        ("ok", ["--lam", "-10"], "released atpt_classification.py"),
+        ("ok", ["--template", "a photo of a"], "one {} for the class name"),
         ("missing_model", [], "does not exist"),
     ],
 )

@@ -17,20 +17,66 @@ def test_every_prompt_word_is_one_token_and_eos_appended(toy):
     _, tok = toy
     for w in ("a", " photo", " of", " a", *(f" {d}" for d in DIGIT_NAMES)):
         assert len(tok(w, add_special_tokens=False)["input_ids"]) == 1, w
-    ids = tok("a photo of a seven")["input_ids"]
-    assert len(ids) == 6 and ids[-1] == tok.eos_token_id
+    ids = tok("a photo of a seven.")["input_ids"]
+    assert len(ids) == 7 and ids[-1] == tok.eos_token_id
 
 
 def test_text_features_equal_get_text_features(toy):
     model, tok = toy
     assert model.config.text_config.eos_token_id == tok.eos_token_id != 2  # the custom EOS id is used
     pl = PromptLearner(model, tok, list(DIGIT_NAMES))
-    ids = tok([f"a photo of a {w}" for w in DIGIT_NAMES], padding=True, return_tensors="pt")["input_ids"]
+    ids = tok([f"a photo of a {w}." for w in DIGIT_NAMES], padding=True, return_tensors="pt")["input_ids"]
     with torch.no_grad():
         ref = F.normalize(features(model.get_text_features(input_ids=ids)), dim=-1)
         ours = pl.text_features()
     assert torch.allclose(ours, ref, atol=1e-5)
     assert [n for n, p in pl.named_parameters() if p.requires_grad] == ["ctx"]
+
+
+def _clip_processor(tmp_path):
+    """A real ``CLIPProcessor`` (CLIP's own BPE tokenizer class, character-level vocabulary: no merges) built
+    from local files, and a tiny random CLIP whose text config uses its EOS id."""
+    import json
+
+    from transformers import CLIPConfig, CLIPModel, CLIPProcessor, CLIPTokenizerFast
+
+    chars = sorted(set("abcdefghijklmnopqrstuvwxyz."))
+    vocab = ["<|startoftext|>", "<|endoftext|>", *chars, *(c + "</w>" for c in chars)]
+    (tmp_path / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(vocab)}))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n")
+    tok = CLIPTokenizerFast(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
+    proc = CLIPProcessor(image_processor=toy_processor(), tokenizer=tok)
+    tower = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    text = dict(tower, vocab_size=len(vocab), max_position_embeddings=40, eos_token_id=1, bos_token_id=0)
+    cfg = CLIPConfig(
+        text_config={**text, "pad_token_id": 1},
+        vision_config=dict(tower, image_size=16, patch_size=4),
+        projection_dim=16,
+    )
+    torch.manual_seed(0)
+    return CLIPModel(cfg).eval(), proc
+
+
+def test_template_features_equal_clip_processor(tmp_path):
+    """With CLIP's prompt "a photo of a {c}." (full stop included), the learner's initial text features equal
+    ``get_text_features`` on what a ``CLIPProcessor`` makes of the same sentences."""
+    clip, proc = _clip_processor(tmp_path)
+    names = ["dog", "sea lion", "cat"]
+    pl = PromptLearner(clip, proc.tokenizer, names)
+    assert pl.n_ctx == len(proc.tokenizer("a photo of a", add_special_tokens=False)["input_ids"])
+    enc = proc(text=[f"a photo of a {c}." for c in names], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ref = features(
+            clip.get_text_features(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"])
+        )
+        ours = pl.text_features(normalize=False)
+        without = PromptLearner(clip, proc.tokenizer, names, template="a photo of a {}").text_features(False)
+    assert torch.allclose(ours, ref, atol=1e-5)
+    assert not torch.allclose(without, ref, atol=1e-3)  # the full stop matters
+    with pytest.raises(AtptError, match=r"one \{\} for the class"):
+        PromptLearner(clip, proc.tokenizer, names, template="a photo of a")
+    with pytest.raises(AtptError, match="n_ctx=4"):
+        PromptLearner(clip, proc.tokenizer, names, n_ctx=4)
 
 
 def test_reset_restores_bit_for_bit(toy, ctx_moves_then_resets):

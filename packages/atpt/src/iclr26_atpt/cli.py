@@ -26,9 +26,34 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, default=5e-3, help="AdamW learning rate of the context (5e-3)")
     p.add_argument("--steps", type=int, default=1, help="TTA steps per image (1)")
     p.add_argument("--augment", choices=["augmix", "crop"], default="augmix")
-    p.add_argument("--ctx", default="a photo of a", help='context initialisation (default "a photo of a")')
-    p.add_argument("--allow-negative-lambda", action="store_true", help="allow λ < 0 (the official sign bug)")
+    add_template_argument(p)
+    p.add_argument(
+        "--allow-negative-lambda",
+        action="store_true",
+        help="allow λ < 0: the released atpt_classification.py objective (+|λ|·AD), the paper's sign inverted",
+    )
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="zero-shot, TPT and the regulariser at each --lams value on the same views (λ < 0: released sign)",
+    )
+    p.add_argument(
+        "--lams",
+        type=float,
+        nargs="+",
+        default=[10.0, -10.0, 80.0, -80.0],
+        metavar="LAM",
+        help="λ values of --sweep (default 10 -10 80 -80)",
+    )
     p.add_argument("--seed", type=int, default=0)
+
+
+def add_template_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--template",
+        default="a photo of a {}.",
+        help='class prompt; the words before {} are the learnt context (default "a photo of a {}.", as CLIP)',
+    )
 
 
 def add_dispersion_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,7 +61,7 @@ def add_dispersion_arguments(p: argparse.ArgumentParser) -> None:
         "--model", required=True, metavar="ID_OR_PATH", help="a transformers CLIP folder or hub id"
     )
     p.add_argument("--classes", required=True, metavar="FILE", help="class names, one per line")
-    p.add_argument("--ctx", default="a photo of a", help='prompt context (default "a photo of a")')
+    add_template_argument(p)
     p.add_argument("--out", metavar="FILE", help="also write the numbers to this JSON file")
 
 

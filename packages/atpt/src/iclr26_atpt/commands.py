@@ -74,6 +74,23 @@ def load_clip(name_or_path: str):
     return model, proc, tok
 
 
+def tune_arms(args: argparse.Namespace) -> dict[str, tuple[str, float, int]]:
+    """{arm name: (regulariser, λ, steps)}: the one configured arm, or with ``--sweep`` zero-shot, TPT and the
+    regulariser at each λ of ``--lams`` on the same views (λ < 0 = the released atpt_classification.py sign)."""
+    if not args.sweep:
+        check_tta(args.views, args.selection, args.lam, args.allow_negative_lambda)
+        name = "TPT" if args.regularizer == "none" else f"{args.regularizer} λ={args.lam:g}"
+        return {name: (args.regularizer, float(args.lam), int(args.steps))}
+    reg = "atpt" if args.regularizer == "none" else args.regularizer
+    lams = [float(v) for v in args.lams]
+    if not lams:
+        raise AtptError("--lams needs at least one value")
+    check_tta(args.views, args.selection, 0.0)
+    arms = {"zero-shot": ("none", 0.0, 0), "TPT": ("none", 0.0, int(args.steps))}
+    arms.update({f"{reg} λ={lam:g}": (reg, lam, int(args.steps)) for lam in lams})
+    return arms
+
+
 def tune(args: argparse.Namespace) -> int:
     import numpy as np
     from PIL import Image
@@ -81,9 +98,9 @@ def tune(args: argparse.Namespace) -> int:
     from iclr26_core.cli import progress
 
     from .calibration import accuracy, ece20, reliability_figure
-    from .tuner import TestTimePromptTuner
+    from .tuner import TestTimePromptTuner, tune_on_features
 
-    check_tta(args.views, args.selection, args.lam, args.allow_negative_lambda)
+    arms = tune_arms(args)
     out = check_out_dir(args.out)
     names, items = scan_images(args.images, read_classes(args.classes))
     model, proc, tok = load_clip(args.model)
@@ -92,60 +109,79 @@ def tune(args: argparse.Namespace) -> int:
         proc,
         names,
         tokenizer=tok,
-        regularizer=args.regularizer,
-        lam=args.lam,
-        steps=args.steps,
-        lr=args.lr,
         n_views=args.views,
         selection=args.selection,
         augment=args.augment,
-        ctx_init=args.ctx,
+        template=args.template,
         seed=args.seed,
-        allow_negative_lambda=args.allow_negative_lambda,
-        n_ctx=len(tok(args.ctx, add_special_tokens=False)["input_ids"]),
+        allow_negative_lambda=True,  # λ was checked by tune_arms
     )
-    rows, probs, labels = [], [], []
-    for i, (path, label) in enumerate(progress(items, desc=f"{args.regularizer} TTA")):
+    rows, probs, labels = [], {a: [] for a in arms}, []
+    desc = "sweep" if args.sweep else next(iter(arms))
+    for i, (path, label) in enumerate(progress(items, desc=f"{desc} TTA")):
         try:
             image = Image.open(path).convert("RGB")
         except OSError as exc:
             raise AtptError(f"cannot read image {str(path)!r} ({exc})") from exc
-        p = tuner.predict(image, i)
-        pred = int(p.probs.argmax())
-        rows.append(
-            [
-                str(path),
-                names[pred],
-                f"{float(p.probs.max()):.6f}",
-                f"{math.degrees(p.ad):.4f}",
-                "" if label is None else names[label],
-            ]
-        )
+        feats = tuner.view_features(image, i)  # the views are shared by every arm
+        for arm, (reg, lam, steps) in arms.items():
+            p = tune_on_features(
+                tuner.learner,
+                feats,
+                tuner.logit_scale,
+                regularizer=reg,
+                lam=lam,
+                steps=steps,
+                lr=args.lr,
+                selection=args.selection,
+            )
+            rows.append(
+                [
+                    str(path),
+                    arm,
+                    names[int(p.probs.argmax())],
+                    f"{float(p.probs.max()):.6f}",
+                    f"{math.degrees(p.ad):.4f}",
+                    "" if label is None else names[label],
+                ]
+            )
+            if label is not None:
+                probs[arm].append((p.probs.numpy(), math.degrees(p.ad)))
         if label is not None:
-            probs.append(p.probs.numpy())
             labels.append(label)
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["file", "prediction", "confidence", "ad_deg", "label"])
+    w.writerow(["file", "arm", "prediction", "confidence", "ad_deg", "label"])
     w.writerows(rows)
     with staged_dir(out) as tmp:
         atomic_write_text(tmp / "predictions.csv", buf.getvalue())
         if labels:
-            probs = np.stack(probs)
-            metrics = {
-                "n": len(labels),
-                "accuracy": accuracy(probs, labels),
-                "ece20": ece20(probs, labels),
-                "regularizer": args.regularizer,
-                "lam": args.lam,
-                "views": args.views,
-                "lr": args.lr,
-            }
+            per_arm, figure_rows = {}, {}
+            for arm, (reg, lam, steps) in arms.items():
+                p = np.stack([v[0] for v in probs[arm]])
+                per_arm[arm] = {
+                    "regularizer": reg,
+                    "lam": lam,
+                    "steps": steps,
+                    "objective": "released (+|λ|·AD)" if lam < 0 else "paper (−λ·AD)",
+                    "accuracy": accuracy(p, labels),
+                    "ece20": ece20(p, labels),
+                    "ad_deg": float(np.mean([v[1] for v in probs[arm]])),
+                    "confidence": 100.0 * float(p.max(-1).mean()),
+                }
+                figure_rows[arm] = (p, labels)
+            metrics = {"n": len(labels), "views": args.views, "lr": args.lr, "template": args.template}
+            metrics["arms"] = per_arm
             write_json(tmp / "metrics.json", metrics)
             from iclr26_core.report import save_figure
 
-            save_figure(reliability_figure({args.regularizer: (probs, labels)}), tmp / "reliability.png")
-            print(f"{len(labels)} images: accuracy {metrics['accuracy']:.2f}, ECE-20 {metrics['ece20']:.2f}")
+            save_figure(reliability_figure(figure_rows), tmp / "reliability.png")
+            print(f"{len(labels)} labelled images")
+            for arm, v in per_arm.items():
+                print(
+                    f"  {arm:>14}: accuracy {v['accuracy']:6.2f}  ECE-20 {v['ece20']:6.2f}  "
+                    f"AD {v['ad_deg']:7.3f}°  confidence {v['confidence']:6.2f}"
+                )
     print(f"wrote {out}")
     return 0
 
@@ -158,9 +194,8 @@ def dispersion(args: argparse.Namespace) -> int:
 
     names = read_classes(args.classes)
     model, _, tok = load_clip(args.model)
-    n_ctx = len(tok(args.ctx, add_special_tokens=False)["input_ids"])
     with torch.no_grad():
-        t = PromptLearner(model, tok, names, n_ctx=n_ctx, ctx_init=args.ctx).text_features()
+        t = PromptLearner(model, tok, names, template=args.template).text_features()
         res = {
             "n_classes": len(names),
             "ad_deg": math.degrees(float(angular_diversity(t))),

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 DIGIT_NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 CTX_INIT = "a photo of a"
+TEMPLATE = CTX_INIT + " {}."  # CLIP's prompt form, full stop included (the toy is trained on these prompts)
 IMAGE_SIZE = 16
 
 
@@ -105,13 +106,13 @@ def view_generator(seed: int, index: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(seed) * 1_000_003 + int(index))
 
 
-def prompt_tokenizer(words=(*DIGIT_NAMES,), ctx_init: str = CTX_INIT, vocab_size: int = 320):
+def prompt_tokenizer(words=(*DIGIT_NAMES,), template: str = TEMPLATE, vocab_size: int = 320):
     """The core's byte-level BPE trained on the prompts, so every word is one token, appending EOS (id 0)."""
     from tokenizers.processors import TemplateProcessing
 
     from iclr26_core.tokenizers import train_bpe
 
-    texts = [f"{ctx_init} {w}" for w in words] * 20
+    texts = [template.format(w) for w in words] * 20
     tok = train_bpe(vocab_size=vocab_size, texts=texts, cache=False)
     eos = tok.eos_token
     tok.backend_tokenizer.post_processor = TemplateProcessing(
@@ -179,7 +180,7 @@ def train_toy_clip(
     if logit_scale is not None:
         model.logit_scale.data.fill_(math.log(float(logit_scale)))
         model.logit_scale.requires_grad_(False)
-    ids = tok([f"{CTX_INIT} {w}" for w in DIGIT_NAMES], padding=True, return_tensors="pt")["input_ids"]
+    ids = tok([TEMPLATE.format(w) for w in DIGIT_NAMES], padding=True, return_tensors="pt")["input_ids"]
     x, y = splits.train
 
     def batches(step: int):

@@ -1,5 +1,6 @@
 """The miniature's experiment loop: one seed = train the toy CLIP, compute every image's view features once, then
-run zero-shot, TPT, A-TPT, C-TPT and O-TPT (λ_O chosen on validation) on exactly the same features.
+run zero-shot, TPT, A-TPT, C-TPT and O-TPT (λ_O chosen on validation) and the extra A-TPT arms ``reg.atpt_arms``
+(λ < 0: the released objective) on exactly the same features.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from .digits import DIGIT_NAMES, digit_splits, toy_processor, train_toy_clip
 from .tuner import TestTimePromptTuner, tune_on_features
 
 METHODS = ("zero-shot", "TPT", "A-TPT", "C-TPT", "O-TPT")
+
+
+def arm_name(lam: float) -> str:
+    """The name of an extra A-TPT arm at λ; λ < 0 is the released atpt_classification.py objective (+|λ|·AD)."""
+    return f"A-TPT λ={lam:g}" + (" (released)" if lam < 0 else "")
+
+
 _REG = {"TPT": "none", "A-TPT": "atpt", "C-TPT": "ctpt", "O-TPT": "otpt"}
 
 
@@ -145,6 +153,7 @@ def run_seed(cfg, seed: int, ctx) -> dict[str, Any]:
             "C-TPT": ("ctpt", float(cfg.reg.ctpt)),
             "O-TPT": ("otpt", lam_o),
         }
+        methods.update({arm_name(lam): ("atpt", float(lam)) for lam in cfg.reg.get("atpt_arms", [])})
         res = run_methods(tuner, test_bank, yt, methods, lr, tta, prog, f"TTA test (seed {seed}, lr {lr:g})")
         tm = torchmetrics_ece(res["A-TPT"]["probs"], yt)
         res["A-TPT"]["ece_torchmetrics"] = tm

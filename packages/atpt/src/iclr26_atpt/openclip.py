@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .prompt import ContextLearner
-from .validate import AtptError, check_class_names
+from .validate import DEFAULT_TEMPLATE, AtptError, check_class_names, split_template
 
 
 def import_open_clip():
@@ -61,7 +61,12 @@ class OpenClipPromptLearner(ContextLearner):
     """`PromptLearner` for an open_clip CLIP: ``ctx`` [n_ctx, width] is the only trainable tensor."""
 
     def __init__(
-        self, model, tokenizer, class_names: list[str], n_ctx: int = 4, ctx_init: str = "a photo of a"
+        self,
+        model,
+        tokenizer,
+        class_names: list[str],
+        template: str = DEFAULT_TEMPLATE,
+        n_ctx: int | None = None,
     ):
         super().__init__()
         check_class_names(class_names)
@@ -72,10 +77,10 @@ class OpenClipPromptLearner(ContextLearner):
                 "open_clip models with a logit bias (SigLIP) are not supported: TPT needs softmax logits"
             )
         self.clip = model
+        ctx_init, _ = split_template(template)
         ctx = context_ids(tokenizer, ctx_init)
-        if len(ctx) != n_ctx:
-            raise AtptError(f"ctx_init {ctx_init!r} is {len(ctx)} tokens, but n_ctx={n_ctx}")
-        ids = tokenize(tokenizer, [f"{ctx_init} {c}" for c in class_names], int(model.context_length))
+        prompts = self._prompts(template, class_names, ctx, n_ctx)
+        ids = tokenize(tokenizer, prompts, int(model.context_length))
         self._locate_context(ids, ctx, ctx_init)
         if model.text_pool_type == "argmax":
             pos = ids.argmax(-1)

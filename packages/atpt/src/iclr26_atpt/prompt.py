@@ -1,10 +1,11 @@
-"""`PromptLearner`: M shared context vectors spliced into the class prompts "[V₁..V_M] [CLASS_c]" of a
+"""`PromptLearner`: M shared context vectors spliced into the class prompts "[V₁..V_M] [CLASS_c]." of a
 `transformers` ``CLIPModel``; the text features are computed from the text tower's submodules.
 
 ``CLIPTextModel.forward`` takes only ``input_ids``, so the text path is rebuilt: ``embeddings(inputs_embeds=…)``
 with V at the context positions → causal mask → ``encoder(…, is_causal=True)`` → ``final_layer_norm`` → the
 hidden state at the EOS position found from the tokenised ids → ``text_projection``. With the context equal to the
-embedded ``ctx_init`` this equals ``CLIPModel.get_text_features`` (tested). A config with ``eos_token_id == 2``
+embedded context words this equals ``CLIPModel.get_text_features`` of the template's prompts, e.g. "a photo of a
+{c}." as CLIP's and TPT's prompts end with a full stop (tested against a ``CLIPProcessor``). A config with ``eos_token_id == 2``
 uses transformers' legacy argmax-of-ids pooling; we follow the same rule so both paths agree.
 """
 
@@ -14,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .validate import AtptError, check_class_names
+from .validate import DEFAULT_TEMPLATE, AtptError, check_class_names, split_template
 
 
 def _find(seq: list[int], sub: list[int]) -> int:
@@ -36,6 +37,14 @@ class ContextLearner(nn.Module):
     requires gradients) spliced in at one position ``start`` of every tokenised class prompt ``input_ids``, a
     frozen CLIP, and ``reset()`` to the initial context. A subclass tokenises, finds its pooling positions and
     runs its library's text tower on `splice` of its token embeddings."""
+
+    @staticmethod
+    def _prompts(template: str, class_names: list[str], ctx_ids: list[int], n_ctx: int | None) -> list[str]:
+        """The class prompts of ``template``; ``n_ctx`` (when given) must be the context's token count."""
+        ctx_init, _ = split_template(template)
+        if n_ctx is not None and len(ctx_ids) != n_ctx:
+            raise AtptError(f"the context {ctx_init!r} is {len(ctx_ids)} tokens, but n_ctx={n_ctx}")
+        return [template.format(name) for name in class_names]
 
     def _locate_context(self, ids: torch.Tensor, ctx_ids: list[int], ctx_init: str) -> None:
         starts = {_find(row, ctx_ids) for row in ids.tolist()}
@@ -67,24 +76,29 @@ class ContextLearner(nn.Module):
 
 
 class PromptLearner(ContextLearner):
-    """Learnable context [V₁..V_M] shared by all classes; only ``ctx`` requires gradients.
+    """Learnable context [V₁..V_M] shared by all classes (the words of ``template`` before ``{}``; M = their token
+    count, checked against ``n_ctx`` when given); only ``ctx`` requires gradients.
 
     ``text_features()`` → [N, P] L2-normalised projected class text features; ``reset()`` restores the initial
     context bit for bit (TPT is episodic: one reset per test image).
     """
 
     def __init__(
-        self, clip, tokenizer, class_names: list[str], n_ctx: int = 4, ctx_init: str = "a photo of a"
+        self,
+        clip,
+        tokenizer,
+        class_names: list[str],
+        template: str = DEFAULT_TEMPLATE,
+        n_ctx: int | None = None,
     ):
         super().__init__()
         check_class_names(class_names)
         self.clip = clip
         text_model = clip.text_model
         self.eos_token_id = int(text_model.config.eos_token_id)
+        ctx_init, _ = split_template(template)
         ctx_ids = tokenizer(ctx_init, add_special_tokens=False)["input_ids"]
-        if len(ctx_ids) != n_ctx:
-            raise AtptError(f"ctx_init {ctx_init!r} is {len(ctx_ids)} tokens, but n_ctx={n_ctx}")
-        prompts = [f"{ctx_init} {name}" for name in class_names]
+        prompts = self._prompts(template, class_names, ctx_ids, n_ctx)
         enc = tokenizer(prompts, padding=True, return_tensors="pt")
         ids = enc["input_ids"]
         self._locate_context(ids, ctx_ids, ctx_init)

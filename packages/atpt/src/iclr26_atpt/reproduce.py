@@ -12,7 +12,7 @@ from typing import Any
 
 from iclr26_core.report import Claim, Results, save_figure
 
-from .experiment import METHODS, run_seed
+from .experiment import METHODS, arm_name, run_seed
 from .sphere import sphere_experiment
 
 SPHERE_REGS = ("atpt", "ctpt", "otpt")
@@ -82,11 +82,12 @@ def _gap_note(gaps: list[float]) -> str:
     return f"gap {mean:+.2f} (per seed {', '.join(f'{g:+.2f}' for g in gaps)}; spread {spread:.2f}){noise}"
 
 
-def tta_claims(seeds: list[dict], lr: str) -> list[tuple[str, bool, Any, str]]:
-    """(id, holds, measured, note) of C2–C5 at learning rate ``lr`` (the rules of the spec)."""
+def tta_claims(seeds: list[dict], lr: str, arm: str = "A-TPT") -> list[tuple[str, bool, Any, str]]:
+    """(id, holds, measured, note) of C2–C5 at learning rate ``lr`` (the rules of the spec), with ``arm`` (an
+    extra A-TPT arm) in A-TPT's place when given."""
 
     def m(method, key):
-        return _per_seed(seeds, lr, method, key)
+        return _per_seed(seeds, lr, arm if method == "A-TPT" else method, key)
 
     ece = {k: m(k, "ece") for k in METHODS}
     acc = {k: m(k, "acc") for k in METHODS}
@@ -141,6 +142,31 @@ _C = {
 }
 
 
+def released_rows(by_arm: dict[float, dict]) -> list[Claim]:
+    """R3/R4/R5: C3–C5's rules for each released-objective arm (λ < 0: atpt_classification.py as released adds
+    (−λ)·mean(−θ) = +|λ|·AD). A reference arm, never the headline."""
+    rows = []
+    for lam, res in by_arm.items():
+        if lam >= 0:
+            continue
+        name = f"released λ={lam:g}"
+        for cid in ("C3", "C4", "C5"):
+            holds, measured, note = res[cid]
+            claim, paper, rule = _C[cid]
+            rows.append(
+                Claim(
+                    "R" + cid[1:],
+                    f"{claim} — with the released objective (+{-lam:g}·AD), reference arm",
+                    paper,
+                    measured.replace("A-TPT", name),
+                    holds,
+                    rule.replace("A-TPT", name),
+                    note,
+                )
+            )
+    return rows
+
+
 def figures(ctx, sphere, seed0: dict, lr: str) -> list[str]:
     from iclr26_core.report import pyplot
 
@@ -148,7 +174,8 @@ def figures(ctx, sphere, seed0: dict, lr: str) -> list[str]:
 
     labels = seed0["labels"]
     meths = seed0["lrs"][lr]["methods"]
-    rows = {k: (meths[k]["probs"], labels) for k in ("zero-shot", "TPT", "A-TPT")}
+    shown = ["zero-shot", "TPT", "A-TPT", *[k for k in meths if "released" in k]]
+    rows = {k: (meths[k]["probs"], labels) for k in shown}
     names = [save_figure(reliability_figure(rows), ctx.run_dir / "reliability.png")]
     plt = pyplot()
     fig, axes = plt.subplots(1, len(sphere), figsize=(4.2 * len(sphere), 3.2), squeeze=False)
@@ -204,11 +231,17 @@ def run(cfg, ctx) -> Results:
     extra = {
         x: {cid: (h, note) for cid, h, _, note in tta_claims(seeds, x)} for x in list(seeds[0]["lrs"])[1:]
     }
+    arms = [float(v) for v in cfg.reg.get("atpt_arms", [])]
+    by_arm = {lam: {c[0]: c[1:] for c in tta_claims(seeds, lr, arm_name(lam))} for lam in arms}
     for cid, holds, measured, note in tta_claims(seeds, lr):
         for x, rows in extra.items():
             note += f"; extra arm lr {x}: {'holds' if rows[cid][0] else 'fails'} ({rows[cid][1]})"
+        for lam, rows in by_arm.items():
+            if lam > 0 and cid != "C2":
+                note += f"; arm λ={lam:g}: {'holds' if rows[cid][0] else 'fails'} ({rows[cid][2]})"
         claim, paper, rule = _C[cid]
         claims.append(Claim(cid, claim, paper, measured, holds, rule, note))
+    claims += released_rows(by_arm)
     seed0 = dict(seeds[0])
     from .digits import digit_splits
 
@@ -227,6 +260,7 @@ def run(cfg, ctx) -> Results:
             "lr": float(cfg.tta.lr),
             "lam_atpt": float(cfg.reg.atpt),
             "lam_ctpt": float(cfg.reg.ctpt),
+            "atpt_arms": arms,
         },
     }
     return Results(claims=claims, metrics=metrics, figures=figs)

@@ -25,7 +25,7 @@ from .digits import features, make_views, view_generator
 from .objectives import REGULARIZERS, angular_diversity, min_pairwise_angle, regularizer_loss, tpt_loss
 from .openclip import OpenClipPromptLearner, is_open_clip, open_clip_normalisation, open_clip_to_tensor
 from .prompt import PromptLearner
-from .validate import AtptError, check_class_names, check_tta
+from .validate import DEFAULT_TEMPLATE, AtptError, check_class_names, check_tta
 
 
 @dataclass
@@ -80,7 +80,8 @@ class TestTimePromptTuner:
     """A-TPT (``regularizer="atpt"``), TPT (``none``), C-TPT (``ctpt``) or O-TPT (``otpt``) on a transformers CLIP
     or an open_clip CLIP (then ``processor`` is open_clip's preprocess transform and ``tokenizer`` its tokenizer).
 
-    ``processor``: the CLIP's image processor (images are resized/cropped by it, views are made in [0, 1] pixel
+    ``template``: the class prompt, "a photo of a {}." by default (CLIP's and TPT's); the words before ``{}`` are
+    the learnable context. ``processor``: the CLIP's image processor (images are resized/cropped by it, views are made in [0, 1] pixel
     space, then normalised with its mean/std). ``augment``: ``augmix`` | ``crop`` | a callable
     ``(image [3,H,W], n_views, generator) -> [n_views, 3, H, W]``.
     """
@@ -101,8 +102,8 @@ class TestTimePromptTuner:
         selection: float = 0.1,
         augment: str | Callable = "augmix",
         tokenizer=None,
-        n_ctx: int = 4,
-        ctx_init: str = "a photo of a",
+        template: str = DEFAULT_TEMPLATE,
+        n_ctx: int | None = None,
         seed: int = 0,
         allow_negative_lambda: bool = False,
     ) -> None:
@@ -121,7 +122,7 @@ class TestTimePromptTuner:
             raise AtptError("a tokenizer is needed (pass tokenizer= or a CLIPProcessor)")
         self.open_clip = is_open_clip(clip)
         learner = OpenClipPromptLearner if self.open_clip else PromptLearner
-        self.learner = learner(clip, tokenizer, class_names, n_ctx=n_ctx, ctx_init=ctx_init)
+        self.learner = learner(clip, tokenizer, class_names, template=template, n_ctx=n_ctx)
         self.class_names = list(class_names)
         self.regularizer, self.lam, self.steps, self.lr = regularizer, float(lam), int(steps), float(lr)
         self.n_views, self.selection, self.augment, self.seed = int(n_views), float(selection), augment, seed
