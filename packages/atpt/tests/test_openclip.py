@@ -39,7 +39,7 @@ def test_prompt_learner_equals_encode_text(small_open_clip, ctx_moves_then_reset
     model, tok = small_open_clip
     pl = OpenClipPromptLearner(model, tok, NAMES)
     with torch.no_grad():
-        ref = model.encode_text(tok([f"a photo of a {c}" for c in NAMES]), normalize=True)
+        ref = model.encode_text(tok([f"a photo of a {c}." for c in NAMES]), normalize=True)
         ours = pl.text_features()
     assert torch.allclose(ours, ref, atol=1e-5)
     assert [n for n, p in pl.named_parameters() if p.requires_grad] == ["ctx"]
