@@ -45,7 +45,7 @@ def test_loss_invariant_to_affine_rewards():
     np.testing.assert_allclose(group_advantages(2 * r + 3, eps=0.0), group_advantages(r, eps=0.0), rtol=1e-9)
 
 
-def _naive(batch, cfg: GRQAConfig) -> float:
+def _naive(batch, cfg: GRQAConfig, objective: str = "sum") -> float:
     """Scalar loops: every image, segment and query on its own, plain Python arithmetic where possible."""
     total, n_groups = 0.0, 0
     emb, pix = batch["mask_embeds"].detach(), batch["pixel_embeds"].detach()
@@ -85,7 +85,11 @@ def _naive(batch, cfg: GRQAConfig) -> float:
             s = [cos[q] / cfg.temperature for q in group]
             lse = math.log(sum(math.exp(v) for v in s))
             for j in range(len(group)):
-                total -= (rs[j] - mean) / (std + cfg.eps) * (s[j] - lse)
+                adv = (rs[j] - mean) / (std + cfg.eps)
+                if objective == "expected":  # −Σ π·A with π the softmax of the group's scores
+                    total -= math.exp(s[j] - lse) * adv
+                else:  # −A·log π, summed (spec) or averaged over the group (GRPO)
+                    total -= adv * (s[j] - lse) / (len(group) if objective == "mean" else 1)
             n_groups += 1
     return total / n_groups
 
@@ -96,6 +100,38 @@ def test_grqa_loss_matches_naive_loops(group_size):
     cfg = GRQAConfig(group_size=group_size)
     out = grqa_loss(**batch, cfg=cfg)
     assert math.isclose(float(out.loss.detach()), _naive(batch, cfg), rel_tol=1e-4, abs_tol=1e-5)
+
+
+@pytest.mark.parametrize("objective", ["mean", "expected"])
+def test_objectives_match_naive_loops(objective):
+    """ "mean" is computed in its cancelled form (no log-softmax normaliser), "expected" with the softmax: both
+    against the naive loops, which keep the normaliser."""
+    batch = _batch(7)
+    cfg = GRQAConfig(group_size=4, objective=objective)
+    out = grqa_loss(**batch, cfg=cfg)
+    assert math.isclose(float(out.loss.detach()), _naive(batch, cfg, objective), rel_tol=1e-4, abs_tol=1e-6)
+
+
+def test_temperature_is_only_a_weight_for_sum_and_mean_but_not_for_expected():
+    """The review's finding, as a property: L(T)·T is constant in T for the log-policy readings (the normaliser
+    cancels), and "mean" is "sum" / G; the expected advantage is bounded by max |A| and depends on T otherwise."""
+    batch = _batch(8)
+
+    def loss(objective, t):
+        return float(
+            grqa_loss(**batch, cfg=GRQAConfig(group_size=4, objective=objective, temperature=t)).loss.detach()
+        )
+
+    for t in (0.05, 0.5, 10.0):
+        assert math.isclose(loss("sum", t) * t, loss("sum", 1.0), rel_tol=1e-4)
+        assert math.isclose(loss("mean", t) * 4, loss("sum", t), rel_tol=1e-4)
+    e = [loss("expected", t) for t in (0.05, 0.5, 10.0)]
+    assert not math.isclose(e[0] * 0.05, e[1] * 0.5, rel_tol=1e-2)
+    out = grqa_loss(**batch, cfg=GRQAConfig(group_size=4, objective="expected", temperature=0.05))
+    bound = max(float(a.abs().max()) for a in out.advantages)
+    assert abs(e[0]) <= bound
+    with pytest.raises(Exception, match="objective"):
+        GRQAConfig(objective="max")
 
 
 def test_topk_groups_against_brute_force_sort():

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 GROUPS = ("topk", "all")
 REWARDS = ("dice+cls", "dice", "iou")
 SPACES = ("mask_embed", "hidden")
+OBJECTIVES = ("sum", "mean", "expected")
 
 
 @dataclass
@@ -25,6 +26,12 @@ class GRQAConfig:
     weight: λ in L = L_seg + λ·L_GRQA (not stated in the public material).
     scale_std: divide the centred rewards by their group std (GRPO); ``False`` gives r − mean (Dr. GRPO).
     eps: added to the std.
+    objective: how a group's advantages and policy make the loss (the reviews showed the first is degenerate):
+        ``"sum"`` −Σ_{k∈G} A_k·log π_k (the spec's reading: a sum over the group; because Σ_k A_k = 0 the
+        log-softmax normaliser cancels, so it is −(1/T)·Σ_k A_k·cos_k, linear in the cosines, T only a weight);
+        ``"mean"`` the same averaged over the group as GRPO/trl do, −(1/G)·Σ_k A_k·log π_k, computed in its
+        cancelled form −(1/(G·T))·Σ_k A_k·cos_k (exact); ``"expected"`` the expected advantage under the group
+        policy, −Σ_k π_k·A_k (bounded by max |A|; T sets how sharp π is, not only a weight).
     space: ``"mask_embed"`` aligns the mask embeddings m_k with the per-pixel embeddings E(u); ``"hidden"`` aligns
         the final query tokens with the final patch tokens.
     """
@@ -37,6 +44,7 @@ class GRQAConfig:
     scale_std: bool = True
     eps: float = 1e-6
     space: str = "mask_embed"
+    objective: str = "sum"
 
     def __post_init__(self) -> None:
         from iclr26_core.errors import UserError
@@ -45,6 +53,7 @@ class GRQAConfig:
             ("group", self.group, GROUPS),
             ("reward", self.reward, REWARDS),
             ("space", self.space, SPACES),
+            ("objective", self.objective, OBJECTIVES),
         ):
             if value not in allowed:
                 raise UserError(f"grqa.{name}={value!r} is not one of {', '.join(allowed)}")

@@ -8,7 +8,8 @@ For each image and each ground-truth segment g (binary mask Y_g at the mask-logi
 3. advantage: A_{k,g} = (r_{k,g} − mean_{G_g} r) / (std_{G_g} r + ε)  (std with Bessel's correction, as trl's
    GRPO; ``scale_std=False``: r − mean);
 4. policy: f̄_g = mean of E(u) over u ∈ Y_g; s_{k,g} = cos(m_k, f̄_g)/T; π_g = softmax_{k ∈ G_g} s_{k,g};
-5. L_GRQA = −(1/|𝒢|) Σ_g Σ_{k∈G_g} A_{k,g} log π_g(k).
+5. L_GRQA = −(1/|𝒢|) Σ_g Σ_{k∈G_g} A_{k,g} log π_g(k)  (``objective="sum"``, the spec's reading); ``"mean"``
+   divides each group's sum by G (GRPO's group average), ``"expected"`` uses −Σ_k π_g(k)·A_{k,g} (see `GRQAConfig`).
 
 Shapes: mask_embeds [B, K, D], pixel_embeds [B, D, h', w'], mask_logits [B, K, h, w], class_logits [B, K, C+1],
 mask_labels: B tensors [n_b, H, W] (0/1), class_labels: B tensors [n_b].
@@ -101,6 +102,17 @@ def _group_size(cfg: GRQAConfig, k: int) -> int:
     return cfg.group_size
 
 
+def group_objective(scores: Tensor, adv: Tensor, objective: str) -> Tensor:
+    """[G, n] per-member loss terms from the group scores s = cos/T and advantages A (both [G, n], Σ_G A = 0):
+    ``sum`` −A·log softmax(s); ``mean`` −A·s/G (equal to −A·log softmax(s)/G summed over the group, since
+    Σ A = 0 cancels the normaliser; computed without it, so exact); ``expected`` −softmax(s)·A."""
+    if objective == "expected":
+        return -(torch.softmax(scores, dim=0) * adv)
+    if objective == "mean":
+        return -(adv * scores) / scores.shape[0]
+    return -(adv * torch.log_softmax(scores, dim=0))
+
+
 def grqa_loss(
     mask_embeds: Tensor,
     pixel_embeds: Tensor,
@@ -131,9 +143,11 @@ def grqa_loss(
         feats = pixel_embeds[i].flatten(1)  # [D, P']
         f_bar = (emb_masks @ feats.T) / emb_masks.sum(1, keepdim=True).clamp_min(1.0)  # [n, D]
         cos = F.normalize(mask_embeds[i], dim=-1) @ F.normalize(f_bar, dim=-1).T  # [K, n]
-        log_pi = torch.log_softmax(cos.gather(0, groups) / cfg.temperature, dim=0)  # [G, n]
         keep = emb_masks.sum(1) > 0
-        total = total - (adv * log_pi)[:, keep].sum()
+        total = (
+            total
+            + group_objective(cos.gather(0, groups) / cfg.temperature, adv, cfg.objective)[:, keep].sum()
+        )
         n_groups += int(keep.sum())
         out.rewards.append(r)
         out.advantages.append(adv)
