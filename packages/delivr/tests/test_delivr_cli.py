@@ -35,7 +35,7 @@ def _verdict(values: list[float], bound: float, margin: float = 0.0) -> str:
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     files = ["psnr_curves.png", "angles.png", "examples.png"]
-    m, c = testing.check_smoke_report(smoke_run, "delivr", "C1 C2 C3 C4 C5", files=files)
+    m, c = testing.check_smoke_report(smoke_run, "delivr", "C1 C2 C3 C4 C5 D1", files=files)
     # every verdict, recomputed from the raw numbers with the spec's rules
     c1 = m["c1"]
     assert c["C1"]["holds"] == (c1["max_bias_change"] < 1e-5 and c1["max_velocity_error"] < 1e-5)
@@ -48,6 +48,18 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert c["C4"]["holds"] == (_t_low([a["flicker"] - f["flicker"] for f, a in zip(full, abl)]) > 0)
     assert c["C5"]["holds"] == (_t_low([f["spearman"] for f in full]) > 0.2)
     assert all(c[k]["measured"]["verdict"] == "undecided" for k in ("C2", "C3", "C4", "C5"))  # one seed
+    # the oracle-angle arm: C3/C4 against the same ablation, its θ the generator's angles (ρ = 1 up to ties)
+    orc = [s["oracle"] for s in m["seeds"]]
+    assert c["C3"]["measured"]["oracle_delta_db_per_seed"] == pytest.approx(
+        [o["psnr"] - a["psnr"] for o, a in zip(orc, abl)]
+    )
+    assert c["C4"]["measured"]["oracle_reduction_per_seed"] == pytest.approx(
+        [a["flicker"] - o["flicker"] for o, a in zip(orc, abl)]
+    )
+    assert orc[0]["spearman"] > 0.99
+    # D1: the best-key share on this run's grid (48 px, p = 8 at smoke: 6×6, where the rotation moves no key)
+    d1 = m["best_key"]["rows"]["this run"]
+    assert d1["grid"] == [6, 6] and c["D1"]["holds"] == (d1["clip_pairs"] >= 0.05) and not c["D1"]["holds"]
     # the per-clip PSNRs the claims rest on are really there
     assert len(full[0]["psnr_per_clip"]) == 8 and mean(full[0]["psnr_per_clip"]) == pytest.approx(
         full[0]["psnr"]
@@ -407,29 +419,31 @@ def test_cpu_scale_runs_the_headline_only_and_the_readme_command_adds_the_arms()
     from iclr26_delivr.arms import arm_configs
 
     cfg = compose("iclr26_delivr.conf", "reproduce", [])  # scale=cpu, the default
-    assert (cfg.scale.name, cfg.steps, cfg.seeds) == ("cpu", 300, 4) and arm_configs(cfg) == {}
-    # the command the README gives for the extra arms, parsed as a shell would
+    assert (cfg.scale.name, cfg.steps, cfg.seeds, cfg.model.patch, cfg.oracle) == ("cpu", 100, 2, 4, True)
+    assert arm_configs(cfg) == {} and cfg.model.bias_hidden == 16  # the official g width
     readme = (Path(__file__).parents[1] / "README.md").read_text()
+    # 0.2's miniature (6×6 grid), the command the README gives for its stored tables
+    line = next(
+        x
+        for x in readme.splitlines()
+        if x.startswith("iclr26-delivr reproduce model.patch=8 ") and "seeds=8" in x
+    )
+    c02 = compose("iclr26_delivr.conf", "reproduce", shlex.split(line)[2:])
+    assert (c02.model.patch, c02.steps, c02.seeds, c02.data.size, c02.oracle) == (8, 300, 8, 48, False)
+    assert (c02.data.eval_clips, c02.data.sequences, c02.data.curve_clips, c02.train.eval_every) == (
+        64,
+        8,
+        16,
+        100,
+    )
+    # the command the README gives for the extra arms, parsed as a shell would
     line = next(x for x in readme.splitlines() if x.startswith("iclr26-delivr reproduce steps=150 'arms."))
     arms = arm_configs(compose("iclr26_delivr.conf", "reproduce", shlex.split(line)[2:]))
     assert sorted(arms) == ["head", "open"]
     head, open_ = arms["head"], arms["open"]
     assert (head[0].train.head_lr_mult, head[0].train.reg_warmup, head[1]) == (10.0, 150, False)
     assert (open_[0].model.layerscale_init, open_[0].train.reg_warmup, open_[1]) == (0.1, 0, True)
-    # ... at the configuration of the stored table (0.2's 64x64 clips, 3 seeds, 16 sequences)
+    # ... at the configuration of the stored table (0.2's 64x64 clips at patch 8, 3 seeds, 16 sequences)
     c = head[0]
-    assert (c.data.size, c.seeds, c.data.sequences, c.train.eval_every) == (64, 3, 16, 50)
-    # the README's 8-seed decision run: the cpu scale with more seeds
-    assert "iclr26-delivr reproduce seeds=8" in readme.splitlines()
-    c8 = compose("iclr26_delivr.conf", "reproduce", ["seeds=8"])
-    assert (c8.seeds, c8.data.size, c8.steps, c8.workers) == (8, cfg.data.size, cfg.steps, cfg.workers)
-    # the README's pilot with the regularisers off (arm `free`)
-    line = next(x for x in readme.splitlines() if x.startswith("iclr26-delivr reproduce seeds=1 workers=1 "))
-    arms = arm_configs(compose("iclr26_delivr.conf", "reproduce", shlex.split(line)[2:]))
-    free = arms["free"][0]
-    assert sorted(arms) == ["free"] and (free.loss.angle, free.loss.velocity, free.train.head_eps) == (
-        0,
-        0,
-        1e-12,
-    )
-    assert (free.model.layerscale_init, free.data.size, free.seeds) == (0.1, 48, 1)
+    assert (c.data.size, c.model.patch, c.seeds, c.data.sequences, c.train.eval_every) == (64, 8, 3, 16, 50)
+    assert (c.data.eval_clips, c.data.curve_clips, c.oracle) == (64, 16, False)

@@ -63,6 +63,30 @@ def delta_trend(full: list[dict], abl: list[dict]) -> str:
     return "{" + ", ".join(parts) + "}" if parts else "—"
 
 
+def oracle_rows(per_seed: list[dict], c3_min_db: float, e_min: float) -> tuple[dict, str, dict, str]:
+    """C3/C4 for the oracle arm (θ_t := the true φ_t) against the same ablation, decided by the same rules:
+    (C3 numbers, C3 note, C4 numbers, C4 note); empty when the run has no oracle arm."""
+    if not per_seed or any("oracle" not in s for s in per_seed):
+        return {}, "", {}, ""
+    orc, abl = [s["oracle"] for s in per_seed], [s["ablation"] for s in per_seed]
+    deltas = [o["psnr"] - a["psnr"] for o, a in zip(orc, abl, strict=True)]
+    _, d_lo, d_hi = seed_interval(deltas)
+    flick = [a["flicker"] - o["flicker"] for o, a in zip(orc, abl, strict=True)]
+    _, e_lo, e_hi = seed_interval(flick)
+    v3, v4 = decide(d_lo, d_hi, 0.0, c3_min_db), decide(e_lo, e_hi, 0.0, e_min)
+    c3 = {"oracle_delta_db_per_seed": deltas, "oracle_ci95_seeds": [d_lo, d_hi], "oracle_verdict": v3}
+    c4 = {"oracle_reduction_per_seed": flick, "oracle_ci95_seeds": [e_lo, e_hi], "oracle_verdict": v4}
+    what = "oracle-angle arm (θ_t := true φ_t, same seeds, weights, batches and ablation)"
+    note3 = (
+        f"; {what}: Δ per seed {_fmt(deltas, '+.3f')} dB, 95% t-interval [{d_lo:.3f}, {d_hi:.3f}], {v3}, "
+        f"PSNR {mean(o['psnr'] for o in orc):.2f} dB"
+    )
+    note4 = (
+        f"; {what}: reduction per seed {_fmt(flick, '.2e')}, 95% t-interval [{e_lo:.2e}, {e_hi:.2e}], {v4}"
+    )
+    return c3, note3, c4, note4
+
+
 def claims(
     per_seed: list[dict], baselines: dict, c3_min_db: float = 0.1, c4_min_fraction: float = 0.01
 ) -> list[Claim]:
@@ -87,6 +111,7 @@ def claims(
     e_mean, e_lo, e_hi = seed_interval(e_diff)
     e_min = c4_min_fraction * mean(e_abl)
     v3, v4 = decide(d_lo, d_hi, 0.0, c3_min_db), decide(e_lo, e_hi, 0.0, e_min)
+    o3, o3_note, o4, o4_note = oracle_rows(per_seed, c3_min_db, e_min)
     rhos = [f["spearman"] for f in full]
     rho, r_lo, r_hi = seed_interval(rhos)
     v5 = decide(r_lo, r_hi, 0.2)
@@ -129,6 +154,7 @@ def claims(
                 "mean_delta_db": d_mean,
                 "ci95_seeds": [d_lo, d_hi],
                 "verdict": v3,
+                **o3,
             },
             v3 == "holds",
             f"95% t-interval over the {n} seeds of paired ΔPSNR = full − ablation above 0 dB: holds; below the "
@@ -137,7 +163,7 @@ def claims(
             f"clip bootstrap over {len(paired)} paired clips [{b_lo:.3f}, {b_hi:.3f}] dB (ignores seed noise); "
             f"ablation PSNR {mean(a['psnr'] for a in abl):.2f} dB; Δ on the validation clips by step (mean over "
             f"seeds) {trend}; attention LayerScale |γ| full "
-            f"{min(gammas):.2g}–{max(gammas):.2g}, ablation {min(gammas_abl):.2g}–{max(gammas_abl):.2g}",
+            f"{min(gammas):.2g}–{max(gammas):.2g}, ablation {min(gammas_abl):.2g}–{max(gammas_abl):.2g}{o3_note}",
         ),
         Claim(
             "C4",
@@ -149,6 +175,7 @@ def claims(
                 "reduction_per_seed": e_diff,
                 "ci95_seeds": [e_lo, e_hi],
                 "verdict": v4,
+                **o4,
             },
             v4 == "holds",
             f"95% t-interval over the {n} seeds of E(ablation) − E(full) above 0: holds; below the minimal effect "
@@ -157,7 +184,7 @@ def claims(
             f"reduction per seed {_fmt(e_diff, '.2e')}, 95% t-interval [{e_lo:.2e}, {e_hi:.2e}], minimal effect "
             f"{e_min:.2e}; spec rule "
             f"E(full) < E(ablation): {'yes' if e_mean > 0 else 'no'}; `derain` over held-out 9-frame "
-            f"sequences; rainy input E = {baselines['rainy_flicker']:.4f}",
+            f"sequences; rainy input E = {baselines['rainy_flicker']:.4f}{o4_note}",
         ),
         Claim(
             "C5",

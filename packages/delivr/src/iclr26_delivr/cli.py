@@ -81,7 +81,7 @@ app = paper_cli(
     peers_key="bench",  # peers=true|false sets it
     title="DeLiVR: Differential Spatiotemporal Lie Bias for Efficient Video Deraining (ICLR 2026)",
     description="Video deraining with a transformer whose attention knows each frame's rotation.",
-    reproduce="iclr26_delivr.reproduce:run",
+    reproduce="iclr26_delivr.entry:run",  # lazy: imports are folded (entry.py)
     verbs=[
         Verb(
             "train",

@@ -14,7 +14,49 @@ import warnings
 import numpy as np
 import torch
 
-MEMORY_WARN_BYTES = 4 * 2**30
+MEMORY_FRACTION = 0.5  # untiled joint attention may use at most this share of the available memory
+
+
+def available_memory(device: torch.device | str) -> int | None:
+    """Bytes free for ``device``: CUDA's free memory, else the host's MemAvailable (Linux) or available pages;
+    None when unknown."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import os
+
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def auto_tile(model, height: int, width: int, batch_size: int, overlap: int, budget: int) -> int | None:
+    """The tile for ``derain`` when the user gave none: None (untiled) when the whole frame's joint attention fits
+    in ``budget`` bytes, else the largest multiple of p (> ``overlap``) whose tile fits; ValueError (one line)
+    when not even the smallest tile fits."""
+    need = model.memory_estimate(height, width, batch_size)
+    if need <= budget:
+        return None
+    p = model.config.patch
+    start = p * math.ceil(max(height, width) / p)
+    for tile in range(start - p, overlap, -p):
+        if model.memory_estimate(min(tile, height), min(tile, width), batch_size) <= budget:
+            return tile
+    smallest = p * (overlap // p + 1)
+    gib = model.memory_estimate(min(smallest, height), min(smallest, width), batch_size) / 2**30
+    raise ValueError(
+        f"even a {smallest}x{smallest} tile (overlap {overlap}) needs about {gib:.2f} GiB per block, more than "
+        f"the {budget / 2**30:.2f} GiB allowed ({MEMORY_FRACTION:.0%} of the available memory): lower "
+        "--batch-size or --overlap"
+    )
 
 
 def as_video(video: torch.Tensor | np.ndarray) -> torch.Tensor:
@@ -88,11 +130,17 @@ def derain(
     overlap: int = 32,
     batch_size: int = 1,
     progress=None,
+    angles: torch.Tensor | None = None,
+    memory: int | None = None,
 ) -> torch.Tensor:
     """Restore every frame of ``video`` with ``model`` (a `DeLiVR`): [F, 3, H, W] float in [0, 1].
 
     Each frame is the centre of a T-frame window (edges replicated). With ``tile`` the frames are cut into
     overlapping ``tile``×``tile`` crops blended with linear ramps; ``progress`` wraps the window loop (tqdm-like).
+    Without ``tile``, a frame whose joint attention would need more than half of the available memory (``memory``
+    bytes; default: measured on the model's device) is tiled automatically with a warning that names the tile,
+    and a ValueError says so in one line when not even the smallest tile fits; a given ``tile`` is always used.
+    ``angles`` [F] (radians): per-frame rotations that replace the angle head's (the oracle arm of `reproduce`).
     """
     video = as_video(video)
     n, _, height, width = video.shape
@@ -102,17 +150,24 @@ def derain(
         raise ValueError(f"overlap must be >= 0, got {overlap}")
     if tile is not None and overlap >= tile:
         raise ValueError(f"overlap ({overlap}) must be smaller than the tile ({tile})")
+    if angles is not None and tuple(angles.shape) != (n,):
+        raise ValueError(f"angles must be [F] = [{n}], got shape {tuple(angles.shape)}")
     frames = model.config.frames
-    if tile is None and model.memory_estimate(height, width, batch_size) > MEMORY_WARN_BYTES:
-        gib = model.memory_estimate(height, width, batch_size) / 2**30
-        warnings.warn(
-            f"joint attention over {height}x{width} frames needs about {gib:.1f} GiB per block; "
-            f"pass tile=256 (CLI: --tile 256) to bound it",
-            stacklevel=2,
-        )
+    device = next(model.parameters()).device
+    if tile is None:
+        free = available_memory(device) if memory is None else memory
+        if free is not None:
+            tile = auto_tile(model, height, width, batch_size, overlap, int(MEMORY_FRACTION * free))
+            if tile is not None:
+                gib = model.memory_estimate(height, width, batch_size) / 2**30
+                warnings.warn(
+                    f"joint attention over untiled {height}x{width} frames would need about {gib:.1f} GiB per "
+                    f"block, more than {MEMORY_FRACTION:.0%} of the {free / 2**30:.1f} GiB available: tiling with "
+                    f"tile={tile}, overlap={overlap} (CLI: --tile N chooses the tile)",
+                    stacklevel=2,
+                )
     was = model.training
     model.eval()
-    device = next(model.parameters()).device
     tiles = blend_weights(height, width, tile, overlap) if tile else [(slice(None), slice(None), None)]
     out = torch.zeros(n, 3, height, width)
     windows = window_indices(n, frames)
@@ -120,8 +175,9 @@ def derain(
     for b in progress(batches) if progress else batches:
         idx = list(range(b * batch_size, min((b + 1) * batch_size, n)))
         clip = torch.stack([video[windows[f]] for f in idx])  # [b, T, 3, H, W]
+        given = None if angles is None else torch.stack([angles[windows[f]] for f in idx])
         for rows, cols, weight in tiles:
-            y = model(clip[..., rows, cols].to(device)).restored.float().cpu()
+            y = model(clip[..., rows, cols].to(device), angles=given).restored.float().cpu()
             if weight is None:
                 out[idx] = y
             else:

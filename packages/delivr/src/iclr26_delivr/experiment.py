@@ -42,14 +42,23 @@ def psnr_uint8(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return 10 * torch.log10(255.0**2 / mse.clamp_min(1e-12))
 
 
+def oracle_angles(phi_deg: torch.Tensor) -> torch.Tensor:
+    """The oracle arm's θ_t (radians, float32) from the generator's φ_t (degrees): ORACLE_SIGN·φ_t."""
+    return torch.deg2rad(ORACLE_SIGN * phi_deg.double()).float()
+
+
 @torch.no_grad()
-def predict(model: DeLiVR, rainy: torch.Tensor, batch: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
-    """Restored centre frames [N, 3, H, W] and the angle head's θ [N, T] (radians) for clips [N, T, 3, H, W]."""
+def predict(
+    model: DeLiVR, rainy: torch.Tensor, batch: int = 16, angles: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Restored centre frames [N, 3, H, W] and θ [N, T] (radians) for clips [N, T, 3, H, W]; ``angles`` [N, T]
+    (radians) replace the angle head's (the oracle arm)."""
     model.eval()
     device = next(model.parameters()).device
     outs, thetas = [], []
     for i in range(0, len(rainy), batch):
-        o = model(rainy[i : i + batch].to(device))
+        given = None if angles is None else angles[i : i + batch]
+        o = model(rainy[i : i + batch].to(device), angles=given)
         outs.append(o.restored.float().cpu())
         thetas.append(o.theta.float().cpu())
     return torch.cat(outs), torch.cat(thetas)
@@ -62,18 +71,22 @@ def fit(
     settings: TrainSettings,
     val: tuple[torch.Tensor, torch.Tensor] | None = None,
     weights: LossWeights | None = None,
+    angles: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[DeLiVR, TrainLog]:
-    """Train on in-memory clips (seeded epochs of random batches); ``val`` = (rainy, clean centre) for the curve."""
+    """Train on in-memory clips (seeded epochs of random batches); ``val`` = (rainy, clean centre) for the curve;
+    ``angles`` = (training angles [N, T], validation angles) in radians for the oracle arm (else the head's)."""
     from iclr26_core.train import batch_indices
 
     n = len(rainy)
 
     def sample(step: int):
         idx = batch_indices(n, settings.batch_size, step, settings.seed)
+        if angles is not None:
+            return rainy[idx], clean_centre[idx], angles[0][idx]
         return rainy[idx], clean_centre[idx]
 
     def evaluate(m) -> float:
-        restored, _ = predict(m, val[0])
+        restored, _ = predict(m, val[0], angles=None if angles is None else angles[1])
         return float(psnr_uint8(restored, val[1]).mean())
 
     return train_delivr(

@@ -19,7 +19,8 @@ from transformers.utils import ModelOutput
 
 from .bias import lie_bias, tau_from_raw, tau_raw_init
 from .config import DeLiVRConfig
-from .lie import bounded_rotation
+from .lie import bounded_rotation, so2_matrix
+from .piecewise import scalar_mlp
 
 
 @dataclass
@@ -75,7 +76,9 @@ class NonLinearLieBias(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, heads))
 
     def forward(self, bias: torch.Tensor) -> torch.Tensor:
-        return self.mlp(bias.unsqueeze(-1)).permute(0, 3, 1, 2)
+        # the same function as self.mlp(bias.unsqueeze(-1)).permute(0, 3, 1, 2), evaluated piecewise-linearly
+        # without the [B, L, L, hidden] layer (piecewise.py; tested against the MLP form)
+        return scalar_mlp(bias, self.mlp[0], self.mlp[2])
 
 
 class LieAttention(nn.Module):
@@ -252,8 +255,14 @@ class DeLiVR(DeLiVRPreTrainedModel):
         """τ = softplus(τ_raw) + 0.5 (≥ 0.5), shared by all blocks."""
         return tau_from_raw(self.tau_raw)
 
-    def rotations(self, feat: torch.Tensor, b: int, t: int):
-        """Per-frame bounded rotations from the patch maps feat [BT, C, H', W'] -> (R [B,T,3,3], ω, θ), fp32."""
+    def rotations(self, feat: torch.Tensor, b: int, t: int, angles: torch.Tensor | None = None):
+        """Per-frame bounded rotations from the patch maps feat [BT, C, H', W'] -> (R [B,T,3,3], ω, θ), fp32.
+        ``angles`` [B, T] (radians): given in-plane angles used instead of the head's (the oracle arm of
+        `reproduce`: θ_t := the generator's true φ_t); the head is then not run."""
+        if angles is not None:
+            theta = angles.to(device=feat.device, dtype=torch.float32).view(b, t)
+            zero = torch.zeros_like(theta)
+            return so2_matrix(theta), torch.stack([zero, zero, theta], -1), theta
         out = full_precision(self.so3_head(feat).view(b, t, 6))
         mu, log_sigma = out[..., :3], out[..., 3:]
         if self.config.stochastic and self.training:
@@ -265,12 +274,14 @@ class DeLiVR(DeLiVRPreTrainedModel):
         frames: torch.Tensor,
         output_attentions: bool = False,
         mask_after_mlp: bool | None = None,
+        angles: torch.Tensor | None = None,
         **_,
     ) -> DeLiVROutput:
         """frames [B, T, 3, H, W] (T odd) -> `DeLiVROutput` with the restored centre frame [B, 3, H, W].
 
-        ``mask_after_mlp`` overrides the config's mask order for this call only (None: the config's); the
-        rotations, the Lie bias and the per-head MLP g run in fp32 under autocast."""
+        ``mask_after_mlp`` overrides the config's mask order for this call only (None: the config's); ``angles``
+        [B, T] (radians, SO(2)) replace the angle head's θ_t (an oracle); the rotations, the Lie bias and the
+        per-head MLP g run in fp32 under autocast."""
         cfg = self.config
         after = cfg.mask_after_mlp if mask_after_mlp is None else bool(mask_after_mlp)
         check_frames(frames)
@@ -281,7 +292,7 @@ class DeLiVR(DeLiVRPreTrainedModel):
         feat = self.embed.proj(self.embed.stem(x.reshape(b * t, 3, h, w)))  # [BT, C, H', W']
         grid = feat.shape[-2:]
         n = grid[0] * grid[1]
-        rot, omega, theta = self.rotations(feat, b, t)
+        rot, omega, theta = self.rotations(feat, b, t, angles)
         with torch.autocast(feat.device.type, enabled=False):
             lb = lie_bias(
                 rot,
@@ -317,7 +328,7 @@ class DeLiVR(DeLiVRPreTrainedModel):
         centre = restored[:, (t - 1) // 2] if cfg.return_all_frames else restored[:, 0]
         return DeLiVROutput(
             restored=centre,
-            theta=theta if cfg.rotation == "so2" else omega.norm(dim=-1),
+            theta=theta if cfg.rotation == "so2" or angles is not None else omega.norm(dim=-1),
             omega=omega,
             velocity=lb.velocity,
             all_frames=restored if cfg.return_all_frames else None,

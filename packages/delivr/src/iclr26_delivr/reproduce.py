@@ -29,6 +29,7 @@ from .experiment import (
     fit,
     image_metrics,
     make_model,
+    oracle_angles,
     predict,
     psnr_uint8,
     relative_angles,
@@ -36,6 +37,7 @@ from .experiment import (
     temporal_median,
     train_settings,
 )
+from .keys import claim_d1, diagnostic
 from .lie import so2_matrix
 from .loss import flicker_error
 from .train_cmd import loss_weights
@@ -108,14 +110,18 @@ def _heldout(cfg, base_seed: int):
     return held, seqs
 
 
-def _arm(cfg, device: str, seed: int, ablation: bool, train, held, seqs, position, label: str = ""):
-    """Train one arm (the full model or the ablation) and measure it: (numbers, one restored example frame)."""
+def _arm(
+    cfg, device: str, seed: int, ablation: bool, train, held, seqs, position, label: str = "", oracle=False
+):
+    """Train one arm (the full model or the ablation) and measure it: (numbers, one restored example frame).
+    ``oracle``: θ_t := the generator's true φ_t (ORACLE_SIGN) in training and evaluation instead of the head's."""
     c = (int(cfg.model.frames) - 1) // 2
     k = int(cfg.data.curve_clips)
     weights = loss_weights(cfg.get("loss"))
     model = make_model(OmegaConf.to_container(cfg.model), ablation=ablation, seed=seed).to(device)
     name = ("ablation" if ablation else "delivr") + (f" [{label}]" if label else "")
     settings = train_settings(cfg, seed, f"seed {seed} {name}", device, position)
+    given = oracle_angles(held.phi_deg) if oracle else None
     model, log = fit(
         model,
         train.rainy,
@@ -123,10 +129,14 @@ def _arm(cfg, device: str, seed: int, ablation: bool, train, held, seqs, positio
         settings,
         val=(held.rainy[:k], held.clean[:k, c]),
         weights=weights,
+        angles=(oracle_angles(train.phi_deg), given[:k]) if oracle else None,
     )
-    restored, theta = predict(model, held.rainy)
+    restored, theta = predict(model, held.rainy, angles=given)
     psnr = psnr_uint8(restored, held.clean[:, c])
-    video = [derain(model, seq) for seq in seqs.rainy]
+    video = [
+        derain(model, seq, angles=oracle_angles(phi) if oracle else None)
+        for seq, phi in zip(seqs.rainy, seqs.phi_deg, strict=True)
+    ]
     flicker = float(np.mean([flicker_error(v, s) for v, s in zip(video, seqs.clean, strict=True)]))
     pred, true = relative_angles(theta, held.phi_deg)
     probe = held.rainy[:4].to(device)
@@ -172,6 +182,9 @@ def seed_job(
     )
     full, full_example = _arm(cfg, device, seed, False, train, held, seqs, position)
     abl, abl_example = _arm(cfg, device, seed, True, train, held, seqs, position)
+    oracle = None
+    if bool(cfg.get("oracle", False)):  # the Lie bias given the true rotations (C3/C4 beside the learned arm)
+        oracle = _arm(cfg, device, seed, False, train, held, seqs, position, "oracle θ", oracle=True)[0]
     extra = {}
     for name, (arm_cfg, pair) in arm_configs(cfg).items():  # extra arms: same weights, batches, clips
         extra[name] = {"delivr": _arm(arm_cfg, device, seed, False, train, held, seqs, position, name)[0]}
@@ -181,6 +194,7 @@ def seed_job(
         "seed": seed,
         "delivr": full,
         "ablation": abl,
+        **({"oracle": oracle} if oracle is not None else {}),
         "arms": extra,
         "examples": {"delivr": full_example, "ablation": abl_example},
     }
@@ -237,6 +251,9 @@ def run(cfg, ctx) -> Results:
     c, k = (int(cfg.model.frames) - 1) // 2, int(cfg.data.curve_clips)
     c1, c1_raw = claim_c1(int(cfg.c1.samples), tuple(cfg.c1.grid), int(cfg.c1.frames), ctx.seed)
     held, seqs = _heldout(cfg, ctx.seed)
+    keys = diagnostic(
+        held.phi_deg, int(cfg.data.size), int(cfg.model.patch), int(cfg.model.band), motion(cfg).omega_deg
+    )
     median = temporal_median(held.rainy)
     baselines = {
         "rainy": {
@@ -270,6 +287,7 @@ def run(cfg, ctx) -> Results:
     arms = _extra_arms(cfg, ctx, per_seed, baselines["rainy"]["psnr"])
     metrics = {
         "c1": c1_raw,
+        "best_key": keys,
         "baselines": baselines,
         "seeds": per_seed,
         "model": OmegaConf.to_container(cfg.model),
@@ -285,4 +303,4 @@ def run(cfg, ctx) -> Results:
             for name, arm in (("DeLiVR", "delivr"), ("ablation", "ablation"))
         }
         metrics["bench"] = bench(cfg, ctx, held, seeds[0], reference=reference)
-    return Results(claims=[c1, *claims], metrics=metrics, figures=figures_)
+    return Results(claims=[c1, *claims, claim_d1(keys)], metrics=metrics, figures=figures_)

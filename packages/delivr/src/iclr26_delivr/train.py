@@ -8,7 +8,8 @@ adds the angle regulariser (1e-3) and the Lie-velocity regulariser (0.01) at ful
 is the default here. ``head_lr_mult``/``head_eps`` (an own parameter group for the angle head) and ``reg_warmup``
 (the two regularisers ramped in) are options for experiments, not the paper's recipe.
 
-Batches come from ``sample(step) -> (frames [B, T, 3, H, W], target [B, 3, H, W])`` so the same code trains on
+Batches come from ``sample(step) -> (frames [B, T, 3, H, W], target [B, 3, H, W])`` (plus, for the oracle arm
+of `reproduce`, the true angles [B, T] in radians that replace the angle head's) so the same code trains on
 in-memory synthetic clips (`reproduce`) and on a user's frame folders (`train`).
 """
 
@@ -189,11 +190,11 @@ def train_delivr(
     state = {"step": log.start}
 
     def loss_fn(m, batch) -> torch.Tensor:
-        frames, target = batch
+        frames, target, *angles = batch  # angles [B, T]: the oracle arm's given rotations
         dtype = settings.autocast_dtype(frames.device.type)
         ctx = torch.autocast(frames.device.type, dtype=dtype) if dtype else contextlib.nullcontext()
         with ctx:
-            out = m(frames)
+            out = m(frames, angles=angles[0]) if angles else m(frames)
         out.restored = out.restored.float()  # the loss (FFT, SSIM) in fp32
         k = reg_factor(state["step"], settings)
         terms = delivr_loss(out, target, replace(w, angle=w.angle * k, velocity=w.velocity * k))
