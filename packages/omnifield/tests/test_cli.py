@@ -23,7 +23,7 @@ test_help_does_not_import_torch, smoke_run, test_refuses_nonempty_out = cli_cont
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     m, c = check_smoke_report(
-        smoke_run, "omnifield", "C1 C2 C3 C4 C5", files=["fields.png", "noise.png", "subsets.png"]
+        smoke_run, "omnifield", "C1 C2 C3 C4 C5 O1", files=["fields.png", "noise.png", "subsets.png"]
     )
     raw = m["raw"][0]
     rm = lambda x, i=None: float(np.sqrt((np.array(x) if i is None else np.array(x)[:, i]).mean()))  # noqa: E731
@@ -46,6 +46,14 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     allm = np.mean([rm(v) for v in raw["icmr_all"]["subsets"].values()])
     assert len(raw["icmr_all"]["subsets"]) == 6
     assert c["C5"]["holds"] == (flex / allm <= 0.95)
+    h = m["headroom"]  # the oracle row: recomputed from its numbers with its rules
+    assert c["O1"]["holds"] == bool(
+        1 / h["C1"]["oracle_all"] >= 1.2
+        and h["C2"]["T_from_all"] / h["C2"]["T_from_T"] <= 0.95
+        and h["C3"]["delta"] > 2 * h["C3"]["se"]
+        and h["C4"]["ratio_clean"] - h["C4"]["ratio_noise_trained"] >= 0.05
+        and h["C5"]["flex"] / h["C5"]["all"] <= 0.95
+    )
     assert set(m["reference_h0"]) == {"omnifield_icmr_flex", "idw", "gp", "knn"}
     from iclr26_omnifield.peers import installed
 
