@@ -88,8 +88,8 @@ def test_fit_and_predict_on_a_table_in_a_folder(tmp_path):
             str(table),
             "--out",
             str(ck),
-            "--horizons",
-            "0,1",
+            "--max-horizon",
+            "1",
             "train.steps=3",
             "model.d_latent=8",
             "model.n_latents=3",
@@ -102,7 +102,7 @@ def test_fit_and_predict_on_a_table_in_a_folder(tmp_path):
     }
     assert len((ck / "train_log.csv").read_text().splitlines()) == 4
     meta = json.loads((ck / "omnifield_meta.json").read_text())
-    assert meta["modalities"] == ["H", "T"] and meta["horizons"] == [0, 1]
+    assert meta["modalities"] == ["H", "T"] and meta["max_horizon"] == 1.0
     out = tmp_path / "pred.csv"
     # cross-modal: only T sensed at time 2, predict H and T on a 4x3 grid one step ahead
     res = _predict(ck, table, out, "4x3", "1", "--modalities", "T")
@@ -163,5 +163,8 @@ def test_pilot_prints_a_loss_curve_and_refuses_bad_input():
     assert rec["steps"] == 4 and len(rec["loss_curve"]) == 2 and np.isfinite(rec["test_rmse"])
     res = run_cli(main, ["pilot", "--fixed-batch", "--test", "2", "train.steps=2", *tiny])
     assert res.code == 0 and json.loads(res.stdout.strip().splitlines()[-1])["fixed_batch"], res.output
+    res = run_cli(main, ["pilot", "--oracle", "data.n_test=4", *tiny])
+    h = json.loads(res.stdout.strip().splitlines()[-1])["oracle"]
+    assert res.code == 0 and set(h["testable"]) == {"C1", "C2", "C3", "C4", "C5"}, res.output
     assert_one_line_error(run_cli(main, ["pilot", "--arm", "late", "train.steps=2", *tiny]), "unknown arm")
     assert_one_line_error(run_cli(main, ["pilot", "steps=2"]), "bad override")

@@ -33,7 +33,9 @@ def _planted(n, seed):
     h = rng.normal(size=(n, N))
     A = np.random.default_rng(99).normal(size=(N, G))
     T = h @ A / 2
-    vals = np.stack([rng.normal(size=(n, N)), h], 1)  # [n, M=2, N]: T sensors unrelated, H sensors informative
+    vals = np.stack(
+        [rng.normal(size=(n, N)), h], 1
+    )  # [n, M=2, N]: T sensors unrelated, H sensors informative
     tgt = np.stack([T, rng.normal(size=(n, G))], 1)[:, None]  # [n, 1, M, G]
     return SensorData(
         values=torch.tensor(vals, dtype=torch.float32),
