@@ -23,7 +23,7 @@ test_help_does_not_import_torch, smoke_run, test_refuses_nonempty_out = cli_cont
 
 def test_reproduce_smoke_writes_computed_report(smoke_run):
     m, c = check_smoke_report(
-        smoke_run, "omnifield", "C1 C2 C3 C4 C5", files=["fields.png", "noise.png", "subsets.png"]
+        smoke_run, "omnifield", "C1 C2 C3 C4 C5 O1", files=["fields.png", "noise.png", "subsets.png"]
     )
     raw = m["raw"][0]
     rm = lambda x, i=None: float(np.sqrt((np.array(x) if i is None else np.array(x)[:, i]).mean()))  # noqa: E731
@@ -46,6 +46,14 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     allm = np.mean([rm(v) for v in raw["icmr_all"]["subsets"].values()])
     assert len(raw["icmr_all"]["subsets"]) == 6
     assert c["C5"]["holds"] == (flex / allm <= 0.95)
+    h = m["headroom"]  # the oracle row: recomputed from its numbers with its rules
+    assert c["O1"]["holds"] == bool(
+        1 / h["C1"]["oracle_all"] >= 1.2
+        and h["C2"]["T_from_all"] / h["C2"]["T_from_T"] <= 0.95
+        and h["C3"]["delta"] > 2 * h["C3"]["se"]
+        and h["C4"]["ratio_clean"] - h["C4"]["ratio_noise_trained"] >= 0.05
+        and h["C5"]["flex"] / h["C5"]["all"] <= 0.95
+    )
     assert set(m["reference_h0"]) == {"omnifield_icmr_flex", "idw", "gp", "knn"}
     from iclr26_omnifield.peers import installed
 
@@ -80,8 +88,8 @@ def test_fit_and_predict_on_a_table_in_a_folder(tmp_path):
             str(table),
             "--out",
             str(ck),
-            "--horizons",
-            "0,1",
+            "--max-horizon",
+            "1",
             "train.steps=3",
             "model.d_latent=8",
             "model.n_latents=3",
@@ -94,7 +102,7 @@ def test_fit_and_predict_on_a_table_in_a_folder(tmp_path):
     }
     assert len((ck / "train_log.csv").read_text().splitlines()) == 4
     meta = json.loads((ck / "omnifield_meta.json").read_text())
-    assert meta["modalities"] == ["H", "T"] and meta["horizons"] == [0, 1]
+    assert meta["modalities"] == ["H", "T"] and meta["max_horizon"] == 1.0
     out = tmp_path / "pred.csv"
     # cross-modal: only T sensed at time 2, predict H and T on a 4x3 grid one step ahead
     res = _predict(ck, table, out, "4x3", "1", "--modalities", "T")
@@ -155,5 +163,8 @@ def test_pilot_prints_a_loss_curve_and_refuses_bad_input():
     assert rec["steps"] == 4 and len(rec["loss_curve"]) == 2 and np.isfinite(rec["test_rmse"])
     res = run_cli(main, ["pilot", "--fixed-batch", "--test", "2", "train.steps=2", *tiny])
     assert res.code == 0 and json.loads(res.stdout.strip().splitlines()[-1])["fixed_batch"], res.output
+    res = run_cli(main, ["pilot", "--oracle", "data.n_test=4", *tiny])
+    h = json.loads(res.stdout.strip().splitlines()[-1])["oracle"]
+    assert res.code == 0 and set(h["testable"]) == {"C1", "C2", "C3", "C4", "C5"}, res.output
     assert_one_line_error(run_cli(main, ["pilot", "--arm", "late", "train.steps=2", *tiny]), "unknown arm")
     assert_one_line_error(run_cli(main, ["pilot", "steps=2"]), "bad override")

@@ -72,8 +72,10 @@ def test_synthetic_fields_structure():
     assert np.var(d.fields[:, :, 0] - S) < 0.3 and 0.5 < np.var(S) < 1.5
     # H = tanh(1.5 S) + P_H: the residual is again only the private field
     assert np.var(d.fields[:, :, 1] - np.tanh(1.5 * S)) < 0.3
-    # W = |grad S| / mean - 1 + P_W: the mean over the grid of W - P_W is 0, so W's grid mean is small
+    # W = ∂S/∂x / std + P_W (the meridional wind; checked against an FFT derivative on a 32-grid below)
     assert abs(d.fields[:, :, 2].mean()) < 0.2
+    speed = synthetic_fields(3, grid=16, horizons=(0, 1, 2), seed=0, wind="speed")
+    assert np.array_equal(speed.fields[:, :, :2], d.fields[:, :, :2])  # T and H do not depend on W's kind
     # advection by v = (0.03, -0.02) per step: S(x, 1) = S(x - v, 0); check at the grid via the wave sum identity
     # (the grid does not contain x - v, so compare the spatial mean and variance, which advection preserves)
     np.testing.assert_allclose(S[:, 1].var(axis=(1, 2)), S[:, 0].var(axis=(1, 2)), rtol=0.1)
@@ -92,3 +94,20 @@ def test_synthetic_field_spectrum(k_low, n_high):
     high = power[:, (kinf >= 6) & (kinf <= 10)].sum(1)
     np.testing.assert_allclose(low + high, total, rtol=1e-9)  # nothing at k = 0, 5 or above 10
     assert (high > 0).all() if n_high else (high < 1e-9 * total).all()
+
+
+def test_meridional_wind_is_the_x_derivative_and_waves_per_sample():
+    d = synthetic_fields(2, grid=32, horizons=(0,), seed=3)
+    S = d.truth[:, 0]
+    k = np.fft.fftfreq(32, 1 / 32)
+    dSdx = np.real(np.fft.ifft2(np.fft.fft2(S) * (2j * np.pi * k)[None, :, None]))  # axis 1 is x
+    W = d.fields[:, 0, 2]
+    assert np.var(W - dSdx / dSdx.std()) < 0.3  # the rest is P_W (variance 0.1) and the normalisation
+    assert np.corrcoef(W.ravel(), dSdx.ravel())[0, 1] > 0.9
+    # fixed waves: every sample's energy lies on the same wave numbers; per-sample waves: not
+    support = lambda x: np.abs(np.fft.fft2(x)) ** 2 > 1e-9 * (np.abs(np.fft.fft2(x)) ** 2).sum()  # noqa: E731
+    assert np.array_equal(support(S[0]), support(S[1]))
+    p = synthetic_fields(2, grid=32, horizons=(0,), seed=3, waves="per_sample").truth[:, 0]
+    assert not np.array_equal(support(p[0]), support(p[1]))
+    with pytest.raises(ValueError, match="waves"):
+        synthetic_fields(1, grid=8, waves="random")

@@ -21,5 +21,6 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
         "data": "FieldData synthetic_fields sensor_partition",
         "baselines": "idw gp_fit_kernel gp_predict knn_predict baseline_mse",
         "table": "read_table fit_table predict_table",
+        "oracle": "fit_oracle oracle_mse headroom",
     },
 )

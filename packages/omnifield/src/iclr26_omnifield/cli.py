@@ -18,7 +18,18 @@ def _fit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--modalities", default=None, help="modalities to use, e.g. T,H,W (default: all in the table)"
     )
-    p.add_argument("--horizons", default="0,1,2", help="forecast horizons in time steps (default 0,1,2)")
+    p.add_argument(
+        "--max-horizon",
+        type=float,
+        default=2.0,
+        help="longest forecast horizon in time units (default 2); every pair of table times at most this far "
+        "apart trains the field, with its real time delta",
+    )
+    p.add_argument(
+        "--time-unit",
+        default="1D",
+        help="the time unit when the time column holds dates (default 1D; e.g. 1h)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "overrides", nargs="*", metavar="key=value", help="model.KEY=V or train.KEY=V (e.g. train.steps=500)"
@@ -34,7 +45,7 @@ def _predict_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--grid", default="64x64", help="query grid over the training extent (default 64x64)")
     g.add_argument("--query", default=None, help="CSV of query points with columns x, y")
     p.add_argument("--modalities", default=None, help="input modalities to use (default: all observed)")
-    p.add_argument("--horizon", type=int, default=0, help="steps ahead of --time (default 0)")
+    p.add_argument("--horizon", type=float, default=0.0, help="time units ahead of --time (default 0)")
 
 
 def _pilot_args(p: argparse.ArgumentParser) -> None:

@@ -34,10 +34,18 @@ def fit(args: argparse.Namespace) -> int:
 
     check_out_dir(args.out)
     model, train = _kv(args.overrides)
-    horizons = [int(h) for h in _list(args.horizons)]
     df = read_table(args.table, _list(args.modalities))
-    out = fit_table(df, args.out, horizons=horizons, model=model, train=train, seed=args.seed)
-    print(f"wrote {out} (modalities {', '.join(sorted(df['modality'].unique()))}, horizons {horizons})")
+    out = fit_table(
+        df,
+        args.out,
+        max_horizon=args.max_horizon,
+        model=model,
+        train=train,
+        seed=args.seed,
+        time_unit=args.time_unit,
+    )
+    mods = ", ".join(sorted(df["modality"].unique()))
+    print(f"wrote {out} (modalities {mods}; horizons 0..{args.max_horizon:g} time units)")
     return 0
 
 
@@ -59,7 +67,7 @@ def predict(args: argparse.Namespace) -> int:
 
     from iclr26_core.fs import atomic_write_text
 
-    from .table import META, predict_table, read_table
+    from .table import META, file_names, predict_table, read_table
 
     out = Path(args.out)
     if out.exists():
@@ -83,16 +91,12 @@ def predict(args: argparse.Namespace) -> int:
         xs, ys = np.linspace(lo[0], hi[0], gx), np.linspace(lo[1], hi[1], gy)
         X, Y = np.meshgrid(xs, ys, indexing="ij")
         queries, shape = np.stack([X.ravel(), Y.ravel()], 1), (gx, gy)
-    hmax = max(meta["horizons"])
-    if not 0 <= args.horizon <= hmax:
-        print(
-            f"iclr26-omnifield: warning: horizon {args.horizon} is outside the trained range 0..{hmax}: "
-            "extrapolating",
-            file=sys.stderr,
-        )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
         pred = predict_table(args.model, df, args.time, queries, args.horizon, inputs=_list(args.modalities))
+    for w in caught:
+        if issubclass(w.category, UserWarning):
+            print(f"iclr26-omnifield: warning: {w.message}", file=sys.stderr)
     tmp = out.with_name(f".{out.name}.tmp")
     if out.suffix in (".parquet", ".pq"):
         pred.to_parquet(tmp, index=False)
@@ -103,6 +107,7 @@ def predict(args: argparse.Namespace) -> int:
         from iclr26_core.report import pyplot, save_figure
 
         plt = pyplot()
+        names = file_names(pred["modality"].unique())
         for m, g in pred.groupby("modality"):
             fig, ax = plt.subplots(figsize=(4, 3.4))
             im = ax.imshow(
@@ -112,7 +117,7 @@ def predict(args: argparse.Namespace) -> int:
                 aspect="auto",
             )
             fig.colorbar(im, ax=ax)
-            ax.set_title(f"{m}, horizon {args.horizon}")
-            save_figure(fig, out.with_name(f"{out.stem}_{m}.png"))
+            ax.set_title(f"{m}, horizon {args.horizon:g}")
+            save_figure(fig, out.with_name(f"{out.stem}_{names[m]}.png"))
     print(f"wrote {out} ({len(pred)} rows: {', '.join(pred['modality'].unique())})")
     return 0

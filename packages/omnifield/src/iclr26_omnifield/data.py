@@ -2,9 +2,12 @@
 
 Shared latent S(x, t) = Σ_j a_j sin(2π k_j·(x − v t) + φ_j) on the periodic unit square: 13 modes with
 1 ≤ |k|_∞ ≤ 4 and 3 with 6 ≤ |k|_∞ ≤ 10, a_j ∝ 1/‖k_j‖ rescaled so Var S = 1, φ_j ~ U(0, 2π), one advection
-velocity v = (0.03, −0.02) per step. Modalities: T = S + P_T, H = tanh(1.5 S) + P_H, W = ‖∇S‖/E‖∇S‖ − 1 + P_W,
-with private fields P_m (4 modes, |k|_∞ ≤ 3, variance 0.1, advected alike). The wave vectors are one fixed
-set (``structure_seed``); phases are drawn per sample.
+velocity v = (0.03, −0.02) per step. Modalities (ClimSim's T, Q, V at one level, in miniature): T = S + P_T,
+H = tanh(1.5 S) + P_H, W = the geostrophic meridional wind ∂S/∂x / std(∂S/∂x) + P_W (``wind="meridional"``, the
+default since 0.2; ``wind="speed"``: the spec's W = ‖∇S‖/E‖∇S‖ − 1 + P_W, which no linear predictor can read S
+from), with private fields P_m (4 modes, |k|_∞ ≤ 3, variance 0.1, advected alike). ``waves="fixed"`` (default):
+the wave vectors are one fixed set (``structure_seed``), the phases are drawn per sample — a field with a fixed
+spatial covariance, as a planet's climate has (EOFs); ``waves="per_sample"``: wave vectors drawn per sample too.
 """
 
 from __future__ import annotations
@@ -56,20 +59,30 @@ def synthetic_fields(
     structure_seed: int = 2026,
     k_low: int = 4,
     n_high: int = 3,
+    waves: str = "fixed",
+    wind: str = "meridional",
 ) -> FieldData:
     """``n_samples`` independent samples of the three correlated fields at steps 0..max(horizons).
 
-    The wave vectors k_j (and the private fields' modes) are one fixed set drawn from ``structure_seed``, shared
-    by every sample and split (our reading of the spec, where only φ_j is written as random); each sample draws
-    its phases φ_j from ``seed``. ``k_low`` (4) bounds |k|_∞ of the 16 − ``n_high`` low modes; ``n_high`` (3)
-    modes have 6 ≤ |k|_∞ ≤ 10 (the spec's field; the miniature's sizing may smooth it, see the README).
+    ``waves="fixed"``: the wave vectors k_j (and the private fields' modes) are one set drawn from
+    ``structure_seed``, shared by every sample; ``"per_sample"``: drawn for each sample from ``seed``. Each sample
+    draws its phases φ_j from ``seed``. ``k_low`` (4) bounds |k|_∞ of the 16 − ``n_high`` low modes; ``n_high``
+    (3) modes have 6 ≤ |k|_∞ ≤ 10. ``wind``: "meridional" (W = ∂S/∂x, unit variance, + P_W) or "speed" (the
+    spec's W = ‖∇S‖/E‖∇S‖ − 1 + P_W); see the module docstring.
     """
     rng = np.random.default_rng(seed)
     srng = np.random.default_rng(structure_seed)
-    k = np.concatenate([_modes(srng, 16 - n_high, 1, k_low), _modes(srng, n_high, 6, 10)])
-    a = 1.0 / np.linalg.norm(k, axis=1)
-    a = a / np.sqrt((a**2).sum() / 2)  # Var S = Σ a²/2 = 1
-    kps = [_modes(srng, 4, 1, 3) for _ in range(3)]
+
+    def structure(r: np.random.Generator):
+        k = np.concatenate([_modes(r, 16 - n_high, 1, k_low), _modes(r, n_high, 6, 10)])
+        a = 1.0 / np.linalg.norm(k, axis=1)
+        return k, a / np.sqrt((a**2).sum() / 2), [_modes(r, 4, 1, 3) for _ in range(3)]  # Var S = Σ a²/2 = 1
+
+    if waves not in ("fixed", "per_sample"):
+        raise ValueError(f"waves must be 'fixed' or 'per_sample', got {waves!r}")
+    if wind not in ("meridional", "speed"):
+        raise ValueError(f"wind must be 'meridional' or 'speed', got {wind!r}")
+    k, a, kps = structure(srng)
     ap = np.full(4, np.sqrt(0.1 * 2 / 4))  # Σ a²/2 = 0.1
     lin = np.arange(grid) / grid
     X, Y = np.meshgrid(lin, lin, indexing="ij")
@@ -77,6 +90,8 @@ def synthetic_fields(
     fields = np.zeros((n_samples, T_steps, 3, grid, grid))
     truth = np.zeros((n_samples, T_steps, grid, grid))
     for i in range(n_samples):
+        if waves == "per_sample":
+            k, a, kps = structure(rng)
         phi = rng.uniform(0, 2 * np.pi, 16)
         priv = [(kp, ap, rng.uniform(0, 2 * np.pi, 4)) for kp in kps]
         for t in range(T_steps):
@@ -86,7 +101,10 @@ def synthetic_fields(
             truth[i, t] = S
             fields[i, t, 0] = S + P[0]
             fields[i, t, 1] = np.tanh(1.5 * S) + P[1]
-            fields[i, t, 2] = gnorm / gnorm.mean() - 1 + P[2]
+            if wind == "speed":
+                fields[i, t, 2] = gnorm / gnorm.mean() - 1 + P[2]
+            else:  # the geostrophic meridional wind v ∝ ∂S/∂x, unit variance: Var ∂S/∂x = Σ a²(2πk_x)²/2
+                fields[i, t, 2] = gS[0] / np.sqrt((a**2 * (2 * np.pi * k[:, 0]) ** 2).sum() / 2) + P[2]
     coords = np.stack([X.ravel(), Y.ravel()], axis=1)
     return FieldData(fields=fields, coords=coords, truth=truth, horizons=tuple(horizons))
 

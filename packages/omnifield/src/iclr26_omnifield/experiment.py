@@ -64,6 +64,28 @@ def sensor_sets(sd: SensorData, values: torch.Tensor, mask: torch.Tensor) -> dic
     }
 
 
+def draw_inputs(rng: np.random.Generator, values: torch.Tensor, subset: str, subset_p: float, noise: dict):
+    """The training protocol's inputs for values [B, M, N]: (noisy values, keep mask [B, M, N]).
+
+    subset="flex": keep each input modality with p = ``subset_p`` (at least one); "all": every modality.
+    noise: with p = noise.p pick 1–2 input modalities of a sample and add N(0, σ²), σ drawn from noise.sigmas.
+    """
+    batch, M, N = values.shape
+    vals = values.clone()
+    keep = np.ones((batch, M), bool)
+    if subset == "flex":
+        keep = rng.random((batch, M)) < subset_p
+        for b in np.where(~keep.any(1))[0]:
+            keep[b, rng.integers(M)] = True
+    if noise and noise.get("p", 0) > 0:
+        for b in range(batch):
+            if rng.random() < noise["p"]:
+                ms = rng.choice(M, size=rng.integers(1, 3), replace=False)
+                sig = float(rng.choice(noise["sigmas"]))
+                vals[b, ms] += torch.tensor(rng.normal(0, sig, (len(ms), N)), dtype=torch.float32)
+    return vals, torch.tensor(np.repeat(keep[:, :, None], N, axis=2))
+
+
 def make_batches(
     sd: SensorData, batch: int, targets: int, subset: str, subset_p: float, noise: dict, seed: int
 ):
@@ -73,26 +95,14 @@ def make_batches(
     noise: with p = noise.p pick 1–2 input modalities and add N(0, σ²), σ drawn from noise.sigmas.
     Each sample supervises ``targets`` random (point, horizon) pairs in every modality.
     """
-    n, M, N = sd.values.shape
+    n = sd.values.shape[0]
     G, H = sd.grid.shape[0], len(sd.horizons)
     hmax = max(max(sd.horizons), 1)
 
     def batches(step: int):
         rng = np.random.default_rng([seed, step])
         idx = rng.integers(0, n, batch)
-        vals = sd.values[idx].clone()
-        keep = np.ones((batch, M), bool)
-        if subset == "flex":
-            keep = rng.random((batch, M)) < subset_p
-            for b in np.where(~keep.any(1))[0]:
-                keep[b, rng.integers(M)] = True
-        if noise and noise.get("p", 0) > 0:
-            for b in range(batch):
-                if rng.random() < noise["p"]:
-                    ms = rng.choice(M, size=rng.integers(1, 3), replace=False)
-                    sig = float(rng.choice(noise["sigmas"]))
-                    vals[b, ms] += torch.tensor(rng.normal(0, sig, (len(ms), N)), dtype=torch.float32)
-        mask = torch.tensor(np.repeat(keep[:, :, None], N, axis=2))
+        vals, mask = draw_inputs(rng, sd.values[idx], subset, subset_p, noise)
         q = rng.integers(0, G, (batch, targets))
         h = rng.integers(0, H, (batch, targets))
         qc = sd.grid[q]
@@ -164,6 +174,20 @@ def train_field(
     return train_lm(model, None, cfg=cfg, batches=batches, loss_fn=make_loss(sd))
 
 
+def test_inputs(sd: SensorData, inputs, noisy=(), sigma: float = 0.0, seed: int = 0):
+    """The evaluation inputs: values [n, M, N] with N(0, σ²) added to the modalities in ``noisy`` (seeded), and
+    keep [M] (True for the modalities in ``inputs``) — shared by `evaluate` and the oracle (`oracle.py`)."""
+    n, _, N = sd.values.shape
+    keep = torch.tensor([m in inputs for m in sd.modalities])
+    vals = sd.values.clone()
+    if sigma > 0 and noisy:
+        g = torch.Generator().manual_seed(seed)
+        for i, m in enumerate(sd.modalities):
+            if m in noisy:
+                vals[:, i] += sigma * torch.randn(n, N, generator=g)
+    return vals, keep
+
+
 @torch.no_grad()
 def evaluate(
     model: OmniField,
@@ -182,13 +206,7 @@ def evaluate(
     G, H = sd.grid.shape[0], len(sd.horizons)
     hmax = max(max(sd.horizons), 1)
     inputs = list(sd.modalities if inputs is None else inputs)
-    keep = torch.tensor([m in inputs for m in sd.modalities])
-    vals = sd.values.clone()
-    if sigma > 0 and noisy:
-        g = torch.Generator().manual_seed(seed)
-        for i, m in enumerate(sd.modalities):
-            if m in noisy:
-                vals[:, i] += sigma * torch.randn(n, N, generator=g)
+    vals, keep = test_inputs(sd, inputs, noisy, sigma, seed)
     qc_all = sd.grid.repeat(H, 1)  # [H·G, 2]
     tau_all = torch.tensor(np.repeat(np.array(sd.horizons) / hmax, G), dtype=torch.float32)
     out = np.zeros((n, M, H))

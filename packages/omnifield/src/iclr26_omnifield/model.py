@@ -55,6 +55,18 @@ class _LinearCoords(nn.Module):
         return self.proj(p)
 
 
+class ByModality(nn.ModuleList):
+    """Modules indexed by position (state-dict keys ``0``, ``1``, ...) and looked up by modality name, so that any
+    name a user writes ("PM2.5", "NO₂", "wind speed") works: `nn.ModuleDict` refuses "." in keys."""
+
+    def __init__(self, names, modules) -> None:
+        super().__init__(modules)
+        self.names = list(names)
+
+    def __getitem__(self, key):
+        return super().__getitem__(self.names.index(key) if isinstance(key, str) else key)
+
+
 class Decoder(nn.Module):
     """D_m: x = q + CrossAttn(LN q, LN g); x += FF(LN x) if decoder_ff; ŷ = Linear(x → 1)."""
 
@@ -93,32 +105,35 @@ class OmniField(PreTrainedModel):
             self.gamma_x = _LinearCoords(c.coord_dim, 2 * ns)
             self.gamma_t = _LinearCoords(1, 2 * nt)
         d, n = c.d_latent, c.n_latents
-        self.tokenizers = nn.ModuleDict(
-            {
-                m: nn.Sequential(
+        mods = c.modalities
+        self.tokenizers = ByModality(
+            mods,
+            (
+                nn.Sequential(
                     nn.Linear(c.coord_dim + 1, c.token_width),
                     nn.GELU(),
                     nn.Linear(c.token_width, c.token_width),
                 )
-                for m in c.modalities
-            }
+                for _ in mods
+            ),
         )
         L = c.effective_stages
-        self.encoders = nn.ModuleDict(
-            {
-                m: nn.ModuleList(
+        self.encoders = ByModality(
+            mods,
+            (
+                nn.ModuleList(
                     CascadedBlock(d, n, c.token_dim, c.cross_heads, c.self_heads, c.dim_head)
                     for _ in range(L)
                 )
-                for m in c.modalities
-            }
+                for _ in mods
+            ),
         )
-        z_keys = ["shared"] if c.shared_z_proj else list(c.modalities)
+        z_keys = ["shared"] if c.shared_z_proj else list(mods)
         self.z_proj = nn.ModuleList(
-            nn.ModuleDict({k: nn.Linear(d, n * d) for k in z_keys}) for _ in range(max(L - 1, 0))
+            ByModality(z_keys, (nn.Linear(d, n * d) for _ in z_keys)) for _ in range(max(L - 1, 0))
         )
         self.trunk = nn.ModuleList(TrunkLayer(d, c.self_heads, c.dim_head) for _ in range(c.trunk_layers))
-        self.decoders = nn.ModuleDict({m: Decoder(c) for m in c.modalities})
+        self.decoders = ByModality(mods, (Decoder(c) for _ in mods))
         self.post_init()
 
     def _init_weights(self, module: nn.Module) -> None:

@@ -4,7 +4,9 @@ The sizing pilots of the README come from this verb: the scale=cpu config plus `
 (``model.*``, ``data.*``, ``train.*``), one training of ``--arm`` on seed ``--seed``, then the full-grid test
 RMSE over all modalities and horizons, of T from {T,H,W} and of T from {T}. ``--fixed-batch`` trains on the
 batch of step 0 at every step (all inputs, no noise): the single-batch overfit test that separates
-optimisation from generalisation. Prints one JSON line.
+optimisation from generalisation. ``--oracle`` trains nothing: it prints the ridge oracle's headroom for each claim
+on the data of the config (the O1 row of ``reproduce``; the README's table of synthetic worlds). Prints one JSON
+line.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--test", type=int, default=20, help="test samples (default 20)")
     p.add_argument("--windows", type=int, default=20, help="points of the loss curve (window means)")
     p.add_argument("--fixed-batch", action="store_true", help="single-batch overfit test")
+    p.add_argument(
+        "--oracle",
+        action="store_true",
+        help="no training: the ridge oracle's headroom for each claim on this data (reproduce's O1 row)",
+    )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="e.g. model.gff_space=[32,5.0]")
 
 
@@ -80,8 +87,22 @@ def pilot(
     }
 
 
+def oracle(cfg: dict, seed: int = 0) -> dict:
+    """The O1 row's numbers (`oracle.headroom`) on the data of ``cfg`` (all its test samples), rounded."""
+    from .oracle import headroom
+    from .runs import build_data
+
+    sd, st = build_data(cfg["data"], seed)
+    h = headroom(sd, st, {**cfg, "seed": seed})
+    rnd = lambda v: round(v, 4) if isinstance(v, float) else v  # noqa: E731
+    return {k: {a: rnd(b) for a, b in v.items()} if isinstance(v, dict) else v for k, v in h.items()}
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = config(args.overrides)
+    if args.oracle:
+        print(json.dumps({"overrides": list(args.overrides), "oracle": oracle(cfg, args.seed)}))
+        return 0
     rec = pilot(cfg, args.arm, args.seed, args.test, args.windows, args.fixed_batch)
     print(json.dumps({"overrides": list(args.overrides), **rec}))
     return 0

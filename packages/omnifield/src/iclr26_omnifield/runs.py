@@ -33,7 +33,12 @@ def build_data(d: dict, seed: int):
     from .experiment import make_sensor_data
 
     hz = tuple(int(h) for h in d["horizons"])
-    shape = {"k_low": int(d.get("k_low", 4)), "n_high": int(d.get("n_high", 3))}
+    shape = {
+        "k_low": int(d.get("k_low", 4)),
+        "n_high": int(d.get("n_high", 3)),
+        "waves": str(d.get("waves", "fixed")),
+        "wind": str(d.get("wind", "meridional")),
+    }
     tr = synthetic_fields(int(d["n_train"]), int(d["grid"]), hz, seed=seed, **shape)
     te = synthetic_fields(int(d["n_test"]), int(d["grid"]), hz, seed=seed + 10_000, **shape)
     sd = make_sensor_data(tr, float(d["fraction"]), float(d["obs_noise"]), seed)
