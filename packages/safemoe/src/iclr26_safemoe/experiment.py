@@ -104,7 +104,7 @@ def run_arm(
     proximal: float = 0.0,
     tau2_scaling: bool = False,
     engine: str = "ours",
-    route_grad_clip: float | None | str = "cfg",
+    route_grad_clip: float | str | None = "cfg",
     lr: float | None = None,
     epochs: int | None = None,
 ) -> dict[str, Any]:
