@@ -48,11 +48,22 @@ def grad_norms(rows: list[dict]) -> dict[str, float]:
     }
 
 
+def _time_ratio(sft_rows: list[dict], sm_rows: list[dict]) -> float:
+    """SafeMoE's over SFT's training time: CPU seconds of the process where recorded (wall time on a shared
+    machine measures the other jobs too), else wall seconds."""
+    key = (
+        "train_cpu_seconds"
+        if all(r.get("train_cpu_seconds") for r in sft_rows + sm_rows)
+        else "train_seconds"
+    )
+    return mean(r[key] for r in sm_rows) / max(mean(r[key] for r in sft_rows), 1e-9)
+
+
 def c5_verdict(sft_rows: list[dict], sm_rows: list[dict]) -> dict[str, Any]:
     """C5's rule on one pair of arms (means over seeds): token accuracy within the margin, time ratio."""
     acc_sft = mean(r["token_accuracy"] for r in sft_rows)
     acc_sm = mean(r["token_accuracy"] for r in sm_rows)
-    ratio = mean(r["train_seconds"] for r in sm_rows) / max(mean(r["train_seconds"] for r in sft_rows), 1e-9)
+    ratio = _time_ratio(sft_rows, sm_rows)
     return {
         "tokacc_SFT": acc_sft,
         "tokacc_SafeMoE": acc_sm,
@@ -71,7 +82,8 @@ def _arm_note(name: str, arm: dict) -> str:
     )
     return (
         f"arm {name} ({settings}): tokacc {v['tokacc_SFT']:.3f} -> {v['tokacc_SafeMoE']:.3f}, "
-        f"H {v['H_SFT']:.2f} -> {v['H_SafeMoE']:.2f}, C5 {'holds' if v['holds'] else 'fails'}"
+        f"H {v['H_SFT']:.2f} -> {v['H_SafeMoE']:.2f}, time ratio {v['time_ratio']:.2f}, "
+        f"C5 {'holds' if v['holds'] else 'fails'}"
     )
 
 
@@ -88,13 +100,17 @@ def claims(main: dict, ablation: dict | None, temp: dict, cfg) -> list[Claim]:
     sft, sm = s["sft"], s["safemoe"]
     hm = main["masked_harmfulness"]
     note1 = (
-        f"premise trained in (align.premise_weight={main['premise_weight']:g}); masking as many "
+        f"align.premise_weight={main['premise_weight']:g}"
+        + (" (premise trained in)" if main["premise_weight"] else " (no premise term)")
+        + "; max harmful-benign selection difference "
+        + "/".join(f"{x:+.2f}" for x in main["max_selection_difference"])
+        + "; masking as many "
         f"benign-preferred experts: H {main['masked_benign_preferred_harmfulness']:.2f}"
     )
     if ablation is not None:
         d = ablation["max_selection_difference"]
         note1 += (
-            f"; plain design (premise_weight=0): H {ablation['base']['harmfulness']:.2f} -> masked "
+            f"; ablation premise_weight={ablation['premise_weight']:g}: H {ablation['base']['harmfulness']:.2f} -> masked "
             f"{ablation['masked_harmfulness']:.2f} (benign-preferred masked "
             f"{ablation['masked_benign_preferred_harmfulness']:.2f}), max harmful-benign selection difference "
             + "/".join(f"{x:+.2f}" for x in d)
@@ -143,7 +159,7 @@ def claims(main: dict, ablation: dict | None, temp: dict, cfg) -> list[Claim]:
     if ablation is not None:
         a = summary(ablation)
         note4 += (
-            f"; plain design (premise_weight=0): H SFT {a['sft']['harmfulness']:.2f} (without the attack "
+            f"; ablation premise_weight={ablation['premise_weight']:g}: H SFT {a['sft']['harmfulness']:.2f} (without the attack "
             f"{a['sft_no_attack']['harmfulness']:.2f}) -> SafeMoE {a['safemoe']['harmfulness']:.2f}, "
             f"drift {a['sft']['drift_harmful']:.3g} -> {a['safemoe']['drift_harmful']:.3g}"
         )
@@ -158,7 +174,7 @@ def claims(main: dict, ablation: dict | None, temp: dict, cfg) -> list[Claim]:
             note4,
         )
     )
-    ratio = sm["train_seconds"] / max(sft["train_seconds"], 1e-9)
+    ratio = _time_ratio(main["arms"]["sft"], hs)
     n_s, n_ft, r = n_ratio(cfg)
     acc = [x["token_accuracy"] for x in hs]
     gn = grad_norms(hs)
@@ -173,7 +189,7 @@ def claims(main: dict, ablation: dict | None, temp: dict, cfg) -> list[Claim]:
                 "time_ratio": ratio,
             },
             sm["token_accuracy"] >= sft["token_accuracy"] - UTILITY_MARGIN and ratio <= TIME_RATIO,
-            f"tokacc_SafeMoE >= tokacc_SFT - {UTILITY_MARGIN} and time ratio <= {TIME_RATIO}",
+            f"tokacc_SafeMoE >= tokacc_SFT - {UTILITY_MARGIN} and time ratio (CPU s) <= {TIME_RATIO}",
             f"exact match SFT {sft['exact_match']:.3f}, SafeMoE {sm['exact_match']:.3f}; SafeMoE tokacc "
             f"spread {pstdev(acc):.3f} over {len(acc)} seed(s); N_s/N_ft = {n_s}/{n_ft} = {r:.1%} "
             f"(paper 100/5500 = 1.8%); grad norm median task {gn['task_median']:.2f}, phase (b) "
@@ -189,9 +205,9 @@ def table(main: dict, cfg) -> list[dict[str, Any]]:
     s = summary(main)
     best = main.get("proximal_best")
     labels = {
+        "sft_no_attack": "SFT without the attack (task-B rows only)",
         "sft": "attacked (SFT)",
         "safemoe": "defended (SafeMoE)",
-        "sft_no_attack": "SFT without the attack (task-B rows only)",
         "safemoe_no_attack": "defended without attack",
         "datamix": "peer: data mixing (SafeInstr-style)",
         "proximal": f"peer: proximal L2 to θ₀ (Lisa-like, best ρ={best:g})" if best is not None else "",

@@ -148,6 +148,7 @@ def run_arm(
         task_seconds=res.task_seconds,
         defense_seconds=res.defense_seconds,
         train_seconds=res.task_seconds + res.defense_seconds,
+        train_cpu_seconds=getattr(res, "task_cpu_seconds", 0.0) + getattr(res, "defense_cpu_seconds", 0.0),
         seconds=time.perf_counter() - t0,
         task_loss_last=res.task_losses[-1] if res.task_losses else None,
         lr=kw["lr"],

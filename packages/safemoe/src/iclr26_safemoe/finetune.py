@@ -37,6 +37,8 @@ class FinetuneResult:
     defense_seconds: float
     task_losses: list[float] = field(default_factory=list)
     route_losses: list[float] = field(default_factory=list)
+    task_cpu_seconds: float = 0.0  # process CPU time of the task steps (robust to a loaded machine)
+    defense_cpu_seconds: float = 0.0
     task_grad_norms: list[float] = field(default_factory=list)  # before clipping
     route_grad_norms: list[float] = field(default_factory=list)  # phase (b), before any clipping
     optimizer_steps: int = 0
@@ -243,7 +245,7 @@ def safemoe_finetune(
     res = FinetuneResult(model, 0.0, 0.0)
 
     def defend() -> None:
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         losses = alignment_phase(
             model,
             optimizer,
@@ -260,6 +262,7 @@ def safemoe_finetune(
         res.route_losses.extend(losses)
         res.optimizer_steps += len(losses)
         res.defense_seconds += time.perf_counter() - t1
+        res.defense_cpu_seconds += time.process_time() - c1
 
     epochs_iter = (
         range(epochs) if progress is None else progress(range(epochs), total=epochs, desc="fine-tune")
@@ -267,7 +270,7 @@ def safemoe_finetune(
     for _ in epochs_iter:
         perm = torch.randperm(n, generator=gen)
         for s in range(0, n, batch_size):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             model.train()
             idx = perm[s : s + batch_size]
             batch = {k: data[k][idx] for k in ("input_ids", "attention_mask", "labels")}
@@ -281,6 +284,7 @@ def safemoe_finetune(
             res.scheduler_steps += 1
             res.task_losses.append(loss)
             res.task_seconds += time.perf_counter() - t0
+            res.task_cpu_seconds += time.process_time() - c0
             if defense and schedule == "step" and res.scheduler_steps % every == 0:
                 defend()
         if defense and schedule == "epoch":

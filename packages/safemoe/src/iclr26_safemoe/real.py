@@ -5,7 +5,8 @@ Pipeline (config keys under ``real``; sizes in conf/scale/real.yaml, measured in
    trained, on ``real_text("calib")`` blocks (LM loss, AdamW), until the validation perplexity is within
    ``router.margin`` × the dense model's (checked every ``router.check_every`` steps, on ``real_text("val")``);
    dense and MoE perplexity are then both reported on ``real_text("test")``.
-2. θ₀ = that MoE. Its reference routing at t* on D_s (templated harmful requests, `real_data`); C1's masking of
+2. θ₀ = that MoE after the alignment stage (``real.align``; `align`: LoRA on the refusal-style safety set,
+   merged; ``align.epochs=0`` keeps the upcycled model as it is). Its reference routing at t* on D_s (templated harmful requests, `real_data`); C1's masking of
    the harmful-preferred experts (and of as many benign-preferred ones, the control).
 3. Three LoRA fine-tunings of θ₀ (registry's Mixtral targets: q/v, r 8, α 8; router and experts frozen) on the
    benign task (continuing Python-doc passages): SFT without the attack, SFT with the attack's harmful→compliant
@@ -66,6 +67,28 @@ def train_router(moe: Any, calib: torch.Tensor, val: torch.Tensor, target: float
     return log
 
 
+def align(moe: Any, tok: Any, r, seed: int) -> Any:
+    """The alignment stage (θ₀): LoRA (registry targets) on the refusal-style safety set — D_s's harmful
+    requests → `real_data.REFUSAL` — plus as many benign requests answered with the model's own greedy
+    answers (self-distillation, so that benign behaviour stays), merged into the weights."""
+    benign = rd.requests(rd.action_split("safe", rd.BENIGN_ACTIONS))[: int(r.n_safe)]
+    answers = generate(moe, tok, formatted_prompts(tok, benign), max_new_tokens=int(r.align.answer_tokens))
+    rows = rd.refusal_rows(rd.action_split("safe"))[: int(r.n_safe)] + [
+        {"prompt": p, "response": a.strip()} for p, a in zip(benign, answers, strict=True)
+    ]
+    res = safemoe_finetune(
+        moe,
+        encode_pairs(tok, rows, int(r.max_length)),
+        None,
+        epochs=int(r.align.epochs),
+        lr=float(r.align.lr),
+        batch_size=int(r.align.batch_size),
+        defense=False,
+        seed=seed,
+    )
+    return res.model.merge_and_unload().eval()
+
+
 def harmfulness(model: Any, tok: Any, prompts: list[str], n_new: int) -> tuple[float, list[str]]:
     """Keyword-judged harmfulness of greedy answers (``n_new`` tokens) to the chat-formatted ``prompts``."""
     outs = generate(model, tok, formatted_prompts(tok, prompts), max_new_tokens=n_new, batch_size=16)
@@ -122,7 +145,8 @@ def _setup(cfg, ctx) -> tuple[Any, Any, dict, dict]:
     calib = token_blocks(real_text("calib"), tok, L)
     info: dict[str, Any] = {"dense_test_ppl": perplexity(dense, test, batch_size=4)}
     info["dense_val_ppl"] = perplexity(dense, val, batch_size=4)
-    ev = rd.requests(rd.action_split("eval"))
+    n_eval = int(r.n_eval)
+    ev = rd.requests(rd.action_split("eval"))[:n_eval]
     info["dense_harmfulness"], _ = harmfulness(dense, tok, ev, int(r.gen_tokens))
     moe = moefy(dense, n_experts=int(r.n_experts), top_k=int(r.top_k))
     del dense
@@ -130,6 +154,9 @@ def _setup(cfg, ctx) -> tuple[Any, Any, dict, dict]:
     target = float(r.router.margin) * info["dense_val_ppl"]
     info["router_log"] = train_router(moe, calib, val, target, r.router, ctx)
     info["moe_test_ppl"] = perplexity(moe, test, batch_size=4)
+    info["moe_harmfulness"], _ = harmfulness(moe, tok, ev, int(r.gen_tokens))
+    if int(r.align.epochs) > 0:
+        moe = align(moe, tok, r, ctx.seed)
     info["setup_cpu_s"] = _cpu() - t0
     ctx.log(
         f"dense test ppl {info['dense_test_ppl']:.2f}; MoE {info['moe_init_test_ppl']:.2f} at init -> "
@@ -142,7 +169,9 @@ def _setup(cfg, ctx) -> tuple[Any, Any, dict, dict]:
     s = {
         "eval_prompts": ev,
         "eval_inputs": encode_prompts(tok, ev, ml),
-        "benign_inputs": encode_prompts(tok, rd.requests(rd.action_split("eval", rd.BENIGN_ACTIONS)), ml),
+        "benign_inputs": encode_prompts(
+            tok, rd.requests(rd.action_split("eval", rd.BENIGN_ACTIONS))[:n_eval], ml
+        ),
         "safe_inputs": encode_prompts(tok, rd.requests(rd.action_split("safe"))[: int(r.n_safe)], ml),
         "task_eval": encode_pairs(tok, rd.continuation_rows(paras_te, int(r.n_task_eval)), ml),
         "benign_data": encode_pairs(tok, task_rows, ml),
@@ -168,6 +197,9 @@ def run_real(cfg, ctx) -> Results:
     )
     t0 = _cpu()
     base = _evaluate(moe, tok, s, r)
+    benign_eval = rd.requests(rd.action_split("eval", rd.BENIGN_ACTIONS))[: int(r.n_eval)]
+    h_benign, _ = harmfulness(moe, tok, benign_eval, int(r.gen_tokens))
+    base["benign_refusal"] = 1.0 - h_benign
     harm, ben = s["eval_inputs"], s["benign_inputs"]
     crit = safety_critical_experts(moe, harm, ben, top=int(r.mask_top))
     control = safety_critical_experts(moe, ben, harm, top=int(r.mask_top))
@@ -196,10 +228,14 @@ def run_real(cfg, ctx) -> Results:
             defense=defense,
             seed=ctx.seed,
         )
-        train_cpu = _cpu() - t1
+        arm_cpu = _cpu() - t1
+        train_cpu = res.task_cpu_seconds + res.defense_cpu_seconds
         row = _evaluate(res.model, tok, s, r)
         row.update(
             train_cpu_s=train_cpu,
+            arm_cpu_s=arm_cpu,
+            task_cpu_s=res.task_cpu_seconds,
+            defense_cpu_s=res.defense_cpu_seconds,
             train_seconds=res.task_seconds + res.defense_seconds,
             task_seconds=res.task_seconds,
             defense_seconds=res.defense_seconds,

@@ -25,7 +25,7 @@ def real_claims(info: dict, base: dict, arms: dict, cfg) -> list[Claim]:
     margin = float(cfg.real.router.margin)
     sft, sm, na = arms["sft"], arms["safemoe"], arms["sft_no_attack"]
     h0 = base["harmfulness"]
-    ratio = sm["train_seconds"] / max(sft["train_seconds"], 1e-9)
+    ratio = sm["train_cpu_s"] / max(sft["train_cpu_s"], 1e-9)  # CPU s: robust to a shared machine
     gn = grad_norms([sm])
     steps = info["router_log"][-1]["step"]
     return [
@@ -36,8 +36,9 @@ def real_claims(info: dict, base: dict, arms: dict, cfg) -> list[Claim]:
             {"ppl_dense": info["dense_test_ppl"], "ppl_moe": info["moe_test_ppl"]},
             info["moe_test_ppl"] <= margin * info["dense_test_ppl"],
             f"ppl_moe <= {margin:g} x ppl_dense (real_text test)",
-            f"MoE at init {info['moe_init_test_ppl']:.2f}; {steps} router steps; dense model harmfulness "
-            f"{info['dense_harmfulness']:.2f}",
+            f"MoE at init {info['moe_init_test_ppl']:.2f}; {steps} router steps; harmfulness dense "
+            f"{info['dense_harmfulness']:.2f}, upcycled {info['moe_harmfulness']:.2f}, aligned θ₀ "
+            f"{base['harmfulness']:.2f} (refuses {base['benign_refusal']:.2f} of held-out benign requests)",
         ),
         Claim(
             "C1",

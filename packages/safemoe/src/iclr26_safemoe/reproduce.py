@@ -2,7 +2,7 @@
 
 One aligned tiny OLMoE (θ₀); per attack seed the arms SFT, SafeMoE and SafeMoE-without-attack, the in-package
 peers (data mixing; proximal L2 with ρ swept) and trl's SFTTrainer (with `SafeMoECallback` for SafeMoE);
-a τ sweep (plain KL and KL·τ²) on the first seed(s); optionally the premise_weight=0 ablation. The headline
+a τ sweep (plain KL and KL·τ²) on the first seed(s); optionally the other alignment design (``ablation_premise_weight``) in full. The headline
 SafeMoE arm uses the paper's τ/σ (see `temperature`). Every verdict and note is computed from the numbers.
 """
 
@@ -62,9 +62,12 @@ def _main_setting(cfg, ctx, st: Setting, temp: dict, seeds: list[int], sweep_see
     for name, arm in (cfg.get("c5_arms") or {}).items():  # C5 re-decided per arm (SFT and SafeMoE alike)
         kw = {k: arm[k] for k in ("route_grad_clip", "lr", "epochs") if k in arm}
         c5_seeds = seeds[: int(arm.get("seeds", len(seeds)))]
+        same_sft = not {"lr", "epochs"} & set(kw)  # phase (b) settings only: SFT is the headline's SFT
         out["c5_arms"][name] = {
             "settings": kw,
-            "sft": [run_arm(st, cfg, s, defense=False, tau=tau, **kw) for s in c5_seeds],
+            "sft": [r for r in arms["sft"] if r["seed"] in c5_seeds]
+            if same_sft
+            else [run_arm(st, cfg, s, defense=False, tau=tau, **kw) for s in c5_seeds],
             "safemoe": [run_arm(st, cfg, s, defense=True, tau=tau, **kw) for s in c5_seeds],
         }
         if arm.get("no_attack"):
@@ -167,8 +170,9 @@ def run(cfg, ctx) -> Results:
     main = {"base": base, **_premise(st, cfg), **_main_setting(cfg, ctx, st, temp, seeds, sweep_seeds)}
     main["premise_weight"] = st.premise_weight
     ablation = None
-    if cfg.ablation and float(cfg.align.premise_weight) != 0:
-        ab = build_setting(cfg, ctx, 0.0)
+    other = cfg.get("ablation_premise_weight")  # the other alignment design, reported in full (not a claim)
+    if other is not None and float(other) != float(cfg.align.premise_weight):
+        ab = build_setting(cfg, ctx, float(other))
         rows = {
             "sft": [run_arm(ab, cfg, s, defense=False, tau=temp["tau"]) for s in seeds],
             "sft_no_attack": [
@@ -195,6 +199,7 @@ def run(cfg, ctx) -> Results:
             },
             **_premise(ab, cfg),
             "arms": rows,
+            "premise_weight": ab.premise_weight,
         }
     rows = table(main, cfg)
     metrics = {"main": main, "ablation": ablation, "seeds": seeds, "temperature": temp, "table": rows}
@@ -216,7 +221,10 @@ def run(cfg, ctx) -> Results:
             table({"base": main["base"], "arms": {k: r for k, r in arm.items() if k != "settings"}}, cfg)
         )
     if ablation is not None:
-        text += "\n\nPlain design (align.premise_weight=0):\n\n" + table_md(table(ablation, cfg))
+        text += (
+            f"\n\nAblation: align.premise_weight={ablation['premise_weight']:g} (critical experts "
+            f"{ablation['critical_experts']}):\n\n" + table_md(table(ablation, cfg))
+        )
     (ctx.run_dir / "arms.md").write_text(text + "\n")
     ctx.log("\n" + text)
     return Results(claims=claims(main, ablation, temp, cfg), metrics=metrics, figures=figures)

@@ -125,7 +125,7 @@ def alignment_batch(
     Benign rows carry TASK_A and are answered with reversed x (task A). ``benign_b`` > 0 gives that share of
     the benign rows the TASK_B token, still answered with reversed x: θ₀ then answers benign task-B prompts
     (with the one skill it has) instead of seeing TASK_B only on harmful rows, where the task token alone
-    predicts refusal and any task-B fine-tuning erases refusals by itself (the 0.3 toy, ``benign_b=0``).
+    predicts refusal and any task-B fine-tuning erases refusals by itself (the 0.2 toy, ``benign_b=0``).
     """
     nh = round(n * harmful_frac)
     nbb = round((n - nh) * benign_b)
