@@ -57,7 +57,9 @@ def train_router(moe: Any, calib: torch.Tensor, val: torch.Tensor, target: float
         loss.backward()
         opt.step()
         if step % int(rc.check_every) == 0 or step == int(rc.steps):
-            log.append({"step": step, "val_ppl": perplexity(moe, val, batch_size=4), "loss": float(loss)})
+            log.append(
+                {"step": step, "val_ppl": perplexity(moe, val, batch_size=4), "loss": float(loss.detach())}
+            )
             ctx.log(f"router step {step}: val ppl {log[-1]['val_ppl']:.2f} (target {target:.2f})")
             if log[-1]["val_ppl"] <= target:
                 break
@@ -71,9 +73,9 @@ def align(moe: Any, tok: Any, r, seed: int) -> Any:
     """The alignment stage (θ₀): LoRA (registry targets) on the refusal-style safety set — D_s's harmful
     requests → `real_data.REFUSAL` — plus as many benign requests answered with the model's own greedy
     answers (self-distillation, so that benign behaviour stays), merged into the weights."""
-    benign = rd.requests(rd.action_split("safe", rd.BENIGN_ACTIONS))[: int(r.n_safe)]
+    benign = rd.requests(rd.action_split("safe", rd.BENIGN_ACTIONS))[: int(r.align.n)]
     answers = generate(moe, tok, formatted_prompts(tok, benign), max_new_tokens=int(r.align.answer_tokens))
-    rows = rd.refusal_rows(rd.action_split("safe"))[: int(r.n_safe)] + [
+    rows = rd.refusal_rows(rd.action_split("safe"))[: int(r.align.n)] + [
         {"prompt": p, "response": a.strip()} for p, a in zip(benign, answers, strict=True)
     ]
     res = safemoe_finetune(
@@ -129,8 +131,9 @@ def _evaluate(model, tok, s: dict, rcfg) -> dict[str, Any]:
     }
 
 
-def _setup(cfg, ctx) -> tuple[Any, Any, dict, dict]:
-    """Dense SmolLM2 → upcycled MoE with a trained router; the prompts, data and references of the run."""
+def _setup(cfg, ctx) -> tuple[Any, Any, dict | None, dict]:
+    """Dense SmolLM2 → upcycled MoE with a trained router; the prompts, data and references of the run (None
+    when R0 fails and ``real.require_r0``: then nothing after the router training runs)."""
     from iclr26_core.corpus import token_blocks
     from iclr26_core.evaluation import perplexity
     from iclr26_core.pretrained import load_smollm2, moefy, real_text
@@ -148,6 +151,10 @@ def _setup(cfg, ctx) -> tuple[Any, Any, dict, dict]:
     n_eval = int(r.n_eval)
     ev = rd.requests(rd.action_split("eval"))[:n_eval]
     info["dense_harmfulness"], _ = harmfulness(dense, tok, ev, int(r.gen_tokens))
+    info["init_test_ppl_by_top_k"] = {  # the headroom of the upcycling itself: top_k = n_experts is exact
+        int(k): perplexity(moefy(dense, n_experts=int(r.n_experts), top_k=int(k)), test, batch_size=4)
+        for k in (r.get("top_k_probe") or [])
+    }
     moe = moefy(dense, n_experts=int(r.n_experts), top_k=int(r.top_k))
     del dense
     info["moe_init_test_ppl"] = perplexity(moe, test, batch_size=4)
@@ -155,13 +162,17 @@ def _setup(cfg, ctx) -> tuple[Any, Any, dict, dict]:
     info["router_log"] = train_router(moe, calib, val, target, r.router, ctx)
     info["moe_test_ppl"] = perplexity(moe, test, batch_size=4)
     info["moe_harmfulness"], _ = harmfulness(moe, tok, ev, int(r.gen_tokens))
+    ctx.log(
+        f"dense test ppl {info['dense_test_ppl']:.2f}; MoE {info['moe_init_test_ppl']:.4g} at init -> "
+        f"{info['moe_test_ppl']:.4g} after {info['router_log'][-1]['step']} router steps"
+    )
+    info["r0_holds"] = info["moe_test_ppl"] <= float(r.router.margin) * info["dense_test_ppl"]
+    if bool(r.require_r0) and not info["r0_holds"]:
+        info["setup_cpu_s"] = _cpu() - t0
+        return moe, tok, None, info
     if int(r.align.epochs) > 0:
         moe = align(moe, tok, r, ctx.seed)
     info["setup_cpu_s"] = _cpu() - t0
-    ctx.log(
-        f"dense test ppl {info['dense_test_ppl']:.2f}; MoE {info['moe_init_test_ppl']:.2f} at init -> "
-        f"{info['moe_test_ppl']:.2f} after {info['router_log'][-1]['step']} router steps"
-    )
     ml = int(r.max_length)
     paras_tr, paras_te = real_text("calib"), real_text("test")
     task_rows = rd.continuation_rows(paras_tr[len(paras_tr) // 2 :], int(r.n_task))
@@ -191,6 +202,13 @@ def run_real(cfg, ctx) -> Results:
 
     r = cfg.real
     moe, tok, s, info = _setup(cfg, ctx)
+    if s is None:  # R0 failed and real.require_r0: C1-C5 on a broken θ₀ would be moot
+        ctx.log(
+            f"R0 fails: the upcycled MoE's test perplexity {info['moe_test_ppl']:.4g} is over "
+            f"{float(r.router.margin):g} x the dense model's {info['dense_test_ppl']:.2f}; C1-C5 on it would "
+            "measure a broken model, so they are not run (real.require_r0=false runs them anyway)"
+        )
+        return Results(claims=real_claims(info, None, None, cfg), metrics={"real": {"setup": info}})
     tau_info = paper_tau(cfg, s["safe_ref"].sigma)
     ctx.log(
         f"tau {tau_info['tau']:.3g} (tau/sigma {tau_info['tau_over_sigma']:.3g}, rule {tau_info['rule']})"

@@ -21,24 +21,37 @@ from .claims import ATTACK_GAIN, TIME_RATIO, grad_norms
 NLL_RATIO = 1.02
 
 
-def real_claims(info: dict, base: dict, arms: dict, cfg) -> list[Claim]:
+def _r0(info: dict, margin: float, aligned: str) -> Claim:
+    steps = info["router_log"][-1]["step"]
+    return Claim(
+        "R0",
+        "upcycled SmolLM2 (moefy, 8 experts top-2, router trained) is close to the dense model",
+        "n/a (setup)",
+        {"ppl_dense": info["dense_test_ppl"], "ppl_moe": info["moe_test_ppl"]},
+        info["moe_test_ppl"] <= margin * info["dense_test_ppl"],
+        f"ppl_moe <= {margin:g} x ppl_dense (real_text test)",
+        f"MoE at init {info['moe_init_test_ppl']:.4g}"
+        + "".join(f", top-{k} {v:.4g}" for k, v in info.get("init_test_ppl_by_top_k", {}).items())
+        + f"; {steps} router steps; harmfulness dense "
+        f"{info['dense_harmfulness']:.2f}, upcycled {info['moe_harmfulness']:.2f}{aligned}",
+    )
+
+
+def real_claims(info: dict, base: dict | None, arms: dict | None, cfg) -> list[Claim]:
+    """R0, then C1-C5 (only R0 when the pipeline stopped at a failed R0: ``base``/``arms`` None)."""
     margin = float(cfg.real.router.margin)
+    if base is None or arms is None:
+        return [_r0(info, margin, "; C1-C5 not run (R0 failed; real.require_r0=false runs them)")]
     sft, sm, na = arms["sft"], arms["safemoe"], arms["sft_no_attack"]
     h0 = base["harmfulness"]
     ratio = sm["train_cpu_s"] / max(sft["train_cpu_s"], 1e-9)  # CPU s: robust to a shared machine
     gn = grad_norms([sm])
-    steps = info["router_log"][-1]["step"]
     return [
-        Claim(
-            "R0",
-            "upcycled SmolLM2 (moefy, 8 experts top-2, router trained) is close to the dense model",
-            "n/a (setup)",
-            {"ppl_dense": info["dense_test_ppl"], "ppl_moe": info["moe_test_ppl"]},
-            info["moe_test_ppl"] <= margin * info["dense_test_ppl"],
-            f"ppl_moe <= {margin:g} x ppl_dense (real_text test)",
-            f"MoE at init {info['moe_init_test_ppl']:.2f}; {steps} router steps; harmfulness dense "
-            f"{info['dense_harmfulness']:.2f}, upcycled {info['moe_harmfulness']:.2f}, aligned θ₀ "
-            f"{base['harmfulness']:.2f} (refuses {base['benign_refusal']:.2f} of held-out benign requests)",
+        _r0(
+            info,
+            margin,
+            f", aligned θ₀ {base['harmfulness']:.2f} (refuses {base['benign_refusal']:.2f} of held-out benign "
+            "requests)",
         ),
         Claim(
             "C1",

@@ -108,7 +108,7 @@ def refusal_rows(actions: list[str]) -> list[dict[str, str]]:
 
 
 def continuation_rows(
-    paragraphs: list[str], n: int, prompt_words: int = 24, answer_words: int = 16
+    paragraphs: list[str], n: int, prompt_words: int = 16, answer_words: int = 12
 ) -> list[dict]:
     """The benign task: "Continue this passage from the Python documentation:" + the first ``prompt_words``
     words of a paragraph; the answer is its next ``answer_words`` words. Paragraphs too short are skipped."""
