@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 from iclr26_core.errors import UserError
 from iclr26_safemoe import find_gates, mask_experts
-from iclr26_safemoe.registry import supported
+from iclr26_safemoe.finetune import default_lora, wrap_lora
+from iclr26_safemoe.registry import lora_defaults, supported
 
 E, K = 8, 2
 _COMMON = dict(
@@ -176,3 +177,40 @@ def test_mask_experts_refuses_bad_masks(olmoe):
     with pytest.raises(UserError, match="leaves < top-k"), mask_experts(olmoe, [list(range(7)), [0]]):
         pass
     assert all("forward" not in g.__dict__ for _, g in find_gates(olmoe))
+
+
+# LoRA targets: every registered architecture's defaults exist; DeepSeek's low-rank queries are adapted; a
+# configured target that matches no module is refused with one line (peft only fails when none matches).
+
+
+def _adapted(peft_model) -> set[str]:
+    return {
+        n.split(".lora_A")[0].rsplit(".", 1)[-1] for n, _ in peft_model.named_parameters() if ".lora_A." in n
+    }
+
+
+@pytest.mark.parametrize("model_type", sorted(CONFIGS))
+def test_every_default_target_is_adapted(model_type):
+    model = _model(model_type)
+    targets, _ = lora_defaults(model)
+    assert _adapted(wrap_lora(model)) == set(targets)
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v2", "deepseek_v3"])
+def test_deepseek_queries_follow_q_lora_rank(model_type):
+    low_rank = _model(model_type, q_lora_rank=16)
+    assert {"q_a_proj", "q_b_proj"} <= _adapted(wrap_lora(low_rank))
+    assert "q_proj" not in {n.rsplit(".", 1)[-1] for n, _ in low_rank.named_modules()}
+    full = _model(model_type, q_lora_rank=None)
+    assert "q_proj" in _adapted(wrap_lora(full))
+
+
+def test_a_target_matching_nothing_is_refused():
+    model = _model("deepseek_v3", q_lora_rank=16)
+    lora = default_lora(model)
+    lora.target_modules = {"q_proj", "o_proj"}  # q_proj does not exist when q_lora_rank is set
+    with pytest.raises(UserError, match=r"LoRA target\(s\) q_proj match no module.*q_a_proj"):
+        wrap_lora(model, lora)
+    lora.target_modules = r".*\.nothing_here"
+    with pytest.raises(UserError, match="matches no module"):
+        wrap_lora(_model("olmoe"), lora)

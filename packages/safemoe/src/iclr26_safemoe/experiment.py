@@ -58,6 +58,7 @@ def build_setting(cfg, ctx, premise_weight: float) -> Setting:
         premise_weight=premise_weight,
         seed=ctx.seed,
         progress=ctx.progress,
+        benign_b=float(cfg.align.get("benign_b", 0.0)),
     )
     seconds = time.perf_counter() - t0
     refs = {
@@ -103,14 +104,21 @@ def run_arm(
     proximal: float = 0.0,
     tau2_scaling: bool = False,
     engine: str = "ours",
+    route_grad_clip: float | str | None = "cfg",
+    lr: float | None = None,
+    epochs: int | None = None,
 ) -> dict[str, Any]:
     """One LoRA fine-tuning of a copy of θ₀ (``engine`` "ours": `safemoe_finetune`; "trl": trl's SFTTrainer
-    with `SafeMoECallback`), evaluated; with its task and defence seconds."""
+    with `SafeMoECallback`), evaluated; with its task and defence seconds and the gradient norms (before
+    clipping) of the task steps and of the phase-(b) steps. ``route_grad_clip``, ``lr`` and ``epochs``
+    override the config's ``safemoe.route_grad_clip``, ``attack.lr`` and ``attack.epochs`` (the C5 arms)."""
     data = attack_data(cfg, seed) if data is None else data
+    if route_grad_clip == "cfg":
+        route_grad_clip = cfg.safemoe.get("route_grad_clip")
     kw = dict(
         reference=st.safe_ref,
-        epochs=int(cfg.attack.epochs),
-        lr=float(cfg.attack.lr),
+        epochs=int(cfg.attack.epochs if epochs is None else epochs),
+        lr=float(cfg.attack.lr if lr is None else lr),
         tau=float(tau),
         batch_size=int(cfg.attack.batch_size),
         defense=defense,
@@ -123,13 +131,12 @@ def run_arm(
 
         res = trl_finetune(copy.deepcopy(st.aligned), data, st.safe, toy.tokenizer(), **kw)
     else:
-        route_clip = cfg.safemoe.get("route_grad_clip")
         res = safemoe_finetune(
             copy.deepcopy(st.aligned),
             data,
             st.safe,
             proximal=proximal,
-            route_grad_clip=None if route_clip is None else float(route_clip),
+            route_grad_clip=None if route_grad_clip is None else float(route_grad_clip),
             **kw,
         )
     out = evaluate(res.model, st, float(cfg.safemoe.drift_tau))
@@ -141,7 +148,13 @@ def run_arm(
         task_seconds=res.task_seconds,
         defense_seconds=res.defense_seconds,
         train_seconds=res.task_seconds + res.defense_seconds,
+        train_cpu_seconds=getattr(res, "task_cpu_seconds", 0.0) + getattr(res, "defense_cpu_seconds", 0.0),
         seconds=time.perf_counter() - t0,
         task_loss_last=res.task_losses[-1] if res.task_losses else None,
+        lr=kw["lr"],
+        epochs=kw["epochs"],
+        route_grad_clip=route_grad_clip,
+        task_grad_norms=list(getattr(res, "task_grad_norms", [])),
+        route_grad_norms=list(getattr(res, "route_grad_norms", [])),
     )
     return out

@@ -24,7 +24,7 @@ import torch
 
 from iclr26_core.errors import TrainingDiverged, UserError
 
-from .registry import lora_defaults
+from .registry import check_lora_targets, lora_defaults
 from .routing import RoutingReference, check_prompts, reference_routing, router_logits, routing_alignment_loss
 
 
@@ -37,6 +37,10 @@ class FinetuneResult:
     defense_seconds: float
     task_losses: list[float] = field(default_factory=list)
     route_losses: list[float] = field(default_factory=list)
+    task_cpu_seconds: float = 0.0  # process CPU time of the task steps (robust to a loaded machine)
+    defense_cpu_seconds: float = 0.0
+    task_grad_norms: list[float] = field(default_factory=list)  # before clipping
+    route_grad_norms: list[float] = field(default_factory=list)  # phase (b), before any clipping
     optimizer_steps: int = 0
     scheduler_steps: int = 0
 
@@ -50,14 +54,18 @@ def default_lora(model: Any, r: int = 8):
 
 
 def wrap_lora(model: Any, lora: Any = None):
-    """``peft.get_peft_model`` with router and experts frozen (everything but LoRA has requires_grad=False)."""
+    """``peft.get_peft_model`` with router and experts frozen (everything but LoRA has requires_grad=False).
+
+    A configured target module that matches nothing is refused with one line (`check_lora_targets`)."""
     import warnings
 
     from peft import get_peft_model
 
+    lora = lora or default_lora(model)
+    check_lora_targets(model, getattr(lora, "target_modules", None))
     with warnings.catch_warnings():  # peft 0.21 calls a transformers-5 deprecated property
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-        model = get_peft_model(model, lora or default_lora(model))
+        model = get_peft_model(model, lora)
     for name, p in model.named_parameters():
         p.requires_grad_("lora_" in name)
     return model
@@ -101,12 +109,14 @@ def alignment_phase(
     grad_accum: int = 1,
     bf16: bool = False,
     tau2_scaling: bool = False,
+    grad_norms: list[float] | None = None,
 ) -> list[float]:
     """Phase (b): ⌈N/B⌉ optimizer steps on L_route alone; returns the per-step losses. No scheduler step.
 
     Each step's batch of ``batch_size`` prompts runs as ``grad_accum`` micro-batches whose gradients add up
     to the full batch's (the KL "batchmean" over B). No gradient clipping by default: the spec's phase (b) is
-    forward, backward, ``optimizer.step()``; ``grad_clip`` clips it (an ablation).
+    forward, backward, ``optimizer.step()``; ``grad_clip`` clips it (an ablation). ``grad_norms``, when
+    given, receives each step's total gradient norm before clipping.
     """
     if not tau > 0:
         raise UserError(f"tau must be > 0, got {tau}")
@@ -132,8 +142,9 @@ def alignment_phase(
             part = part * (z.shape[0] / b_ids.shape[0])  # batchmean over the whole batch
             part.backward()
             total += float(part.detach())
-        if grad_clip:
-            torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        norm = torch.nn.utils.clip_grad_norm_(params, grad_clip or math.inf)
+        if grad_norms is not None:
+            grad_norms.append(float(norm))
         optimizer.step()
         losses.append(total)
     optimizer.zero_grad(set_to_none=True)
@@ -234,7 +245,7 @@ def safemoe_finetune(
     res = FinetuneResult(model, 0.0, 0.0)
 
     def defend() -> None:
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         losses = alignment_phase(
             model,
             optimizer,
@@ -246,10 +257,12 @@ def safemoe_finetune(
             grad_accum=grad_accum,
             bf16=bf16,
             tau2_scaling=tau2_scaling,
+            grad_norms=res.route_grad_norms,
         )
         res.route_losses.extend(losses)
         res.optimizer_steps += len(losses)
         res.defense_seconds += time.perf_counter() - t1
+        res.defense_cpu_seconds += time.process_time() - c1
 
     epochs_iter = (
         range(epochs) if progress is None else progress(range(epochs), total=epochs, desc="fine-tune")
@@ -257,20 +270,21 @@ def safemoe_finetune(
     for _ in epochs_iter:
         perm = torch.randperm(n, generator=gen)
         for s in range(0, n, batch_size):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             model.train()
             idx = perm[s : s + batch_size]
             batch = {k: data[k][idx] for k in ("input_ids", "attention_mask", "labels")}
             optimizer.zero_grad(set_to_none=True)
             loss = _task_step(model, batch, device, grad_accum=grad_accum, bf16=bf16, proximal=proximal)
-            if grad_clip:
-                torch.nn.utils.clip_grad_norm_(params, grad_clip)
+            norm = torch.nn.utils.clip_grad_norm_(params, grad_clip or math.inf)
+            res.task_grad_norms.append(float(norm))
             optimizer.step()
             scheduler.step()
             res.optimizer_steps += 1
             res.scheduler_steps += 1
             res.task_losses.append(loss)
             res.task_seconds += time.perf_counter() - t0
+            res.task_cpu_seconds += time.process_time() - c0
             if defense and schedule == "step" and res.scheduler_steps % every == 0:
                 defend()
         if defense and schedule == "epoch":

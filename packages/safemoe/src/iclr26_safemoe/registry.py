@@ -36,7 +36,7 @@ _REGISTRY: dict[str, RouterSpec] = {
     "deepseek_v3": RouterSpec("model.layers", "mlp.gate", "first_k_dense_replace"),
 }
 
-# default LoRA targets per architecture (spec Method step 5)
+# default LoRA targets per architecture (spec Method step 5); DeepSeek's queries: see `lora_defaults`
 LORA_TARGETS: dict[str, tuple[list[str], int]] = {
     "olmoe": (["q_proj", "v_proj"], 8),
     "mixtral": (["q_proj", "v_proj"], 8),
@@ -103,6 +103,37 @@ def find_gates(model: Any) -> list[tuple[int, Any]]:
 
 
 def lora_defaults(model: Any) -> tuple[list[str], int]:
-    """(target modules, alpha) for LoRA rank 8 on this architecture (q/v with alpha 8 by default)."""
-    model_type = getattr(_base(model).config, "model_type", None)
-    return LORA_TARGETS.get(model_type, (["q_proj", "v_proj"], 8))
+    """(target modules, alpha) for LoRA rank 8 on this architecture (q/v with alpha 8 by default).
+
+    DeepSeek-V2/V3 with ``q_lora_rank`` set (V3's default 1536, V2's released checkpoints) have no ``q_proj``:
+    their queries are ``q_a_proj`` → norm → ``q_b_proj``, so those two are targeted instead.
+    """
+    config = _base(model).config
+    model_type = getattr(config, "model_type", None)
+    targets, alpha = LORA_TARGETS.get(model_type, (["q_proj", "v_proj"], 8))
+    if model_type in ("deepseek_v2", "deepseek_v3") and getattr(config, "q_lora_rank", None):
+        targets = ["q_a_proj", "q_b_proj"] + [t for t in targets if t != "q_proj"]
+    return list(targets), alpha
+
+
+def check_lora_targets(model: Any, targets: Any) -> None:
+    """Refuse (one line) LoRA target names that match no module of ``model``: peft only fails when *none*
+    matches, so a wrong name among right ones would silently leave those weights un-adapted. ``targets``: a
+    list of module-name suffixes (peft's rule: the name or its last dotted part) or a regex string."""
+    import re
+
+    names = [n for n, _ in _base(model).named_modules() if n]
+    if isinstance(targets, str):
+        if not any(re.fullmatch(targets, n) for n in names):
+            raise UserError(f"LoRA target_modules regex {targets!r} matches no module of the model")
+        return
+    if targets is None:
+        return
+    missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in names)]
+    if missing:
+        leaves = sorted({n.rsplit(".", 1)[-1] for n in names if "proj" in n.rsplit(".", 1)[-1]})
+        raise UserError(
+            f"LoRA target(s) {', '.join(missing)} match no module of this model "
+            f"(model_type {getattr(_base(model).config, 'model_type', None)!r}; its projections: "
+            f"{', '.join(leaves) or 'none'})"
+        )

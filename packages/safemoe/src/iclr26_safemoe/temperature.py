@@ -45,3 +45,27 @@ def olmoe_config_sigma(seed: int = 0, n: int = 1024) -> float:
 def miniature_tau(tau: float, sigma_mini: float, sigma_ref: float) -> float:
     """τ_mini = τ · σ_mini / σ_ref: the same τ/σ as the paper's model."""
     return float(tau) * float(sigma_mini) / float(sigma_ref)
+
+
+def paper_tau(cfg, sigma_mini: float) -> dict:
+    """The run's τ from ``cfg.safemoe`` (tau, tau_rule relative|raw, sigma_ref null|number) and the measured
+    spread ``sigma_mini`` of the reference logits: relative → τ·σ_mini/σ_ref (the paper's τ/σ), raw → τ."""
+    from iclr26_core.errors import UserError
+
+    sigma_ref = cfg.safemoe.get("sigma_ref")
+    measured = sigma_ref is None
+    sigma_ref = olmoe_config_sigma() if measured else float(sigma_ref)
+    rule = str(cfg.safemoe.get("tau_rule", "relative"))
+    if rule not in ("relative", "raw"):
+        raise UserError(f"safemoe.tau_rule must be 'relative' or 'raw', got {rule!r}")
+    tau = float(cfg.safemoe.tau)
+    tau_mini = miniature_tau(tau, sigma_mini, sigma_ref) if rule == "relative" else tau
+    return {
+        "tau_paper": tau,
+        "sigma_ref": sigma_ref,
+        "sigma_ref_source": "OLMoE-1B-7B published config, random init" if measured else "safemoe.sigma_ref",
+        "sigma_mini": sigma_mini,
+        "rule": rule,
+        "tau": tau_mini,
+        "tau_over_sigma": tau_mini / sigma_mini,
+    }

@@ -117,12 +117,25 @@ def cat(*parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: torch.cat([d[k] for d in parts]) for k in parts[0]}
 
 
-def alignment_batch(n: int, gen: torch.Generator, harmful_frac: float = 0.25) -> tuple[dict, torch.Tensor]:
-    """Task-A benign rows and harmful→refusal rows (either task token); also returns the harmful flags [n]."""
+def alignment_batch(
+    n: int, gen: torch.Generator, harmful_frac: float = 0.25, benign_b: float = 0.0
+) -> tuple[dict, torch.Tensor]:
+    """Benign rows and harmful→refusal rows (either task token); also returns the harmful flags [n].
+
+    Benign rows carry TASK_A and are answered with reversed x (task A). ``benign_b`` > 0 gives that share of
+    the benign rows the TASK_B token, still answered with reversed x: θ₀ then answers benign task-B prompts
+    (with the one skill it has) instead of seeing TASK_B only on harmful rows, where the task token alone
+    predicts refusal and any task-B fine-tuning erases refusals by itself (the 0.2 toy, ``benign_b=0``).
+    """
     nh = round(n * harmful_frac)
+    nbb = round((n - nh) * benign_b)
     ph = prompts(nh, harmful=True, task=None, gen=gen)
-    pb = prompts(n - nh, harmful=False, task="A", gen=gen)
-    data = cat(pack(pb, task_answer(pb)), pack(ph, refusal(nh)))
+    pa = prompts(n - nh - nbb, harmful=False, task="A", gen=gen)
+    parts = [pack(pa, task_answer(pa))]
+    if nbb:
+        pb = prompts(nbb, harmful=False, task="B", gen=gen)
+        parts.append(pack(pb, torch.cat([pb[:, 2 : 2 + X_LEN].flip(1), torch.full((nbb, 1), EOS)], 1)))
+    data = cat(*parts, pack(ph, refusal(nh)))
     flags = torch.cat([torch.zeros(n - nh), torch.ones(nh)])
     return data, flags
 
@@ -149,9 +162,11 @@ def align(
     safety_experts: tuple[int, ...] = (0, 1),
     seed: int = 0,
     progress: Callable | None = None,
+    benign_b: float = 0.0,
 ) -> list[float]:
     """Stage 1: full training of the aligned model θ₀ (AdamW, cosine) on task A + harmful→refusal.
 
+    ``benign_b``: the share of benign rows with the TASK_B token (answered as task A; see `alignment_batch`).
     Premise term (weight ``premise_weight``, every MoE layer, at SEP): −log m for harmful rows and −log(1−m)
     for benign rows, m = the router mass softmax(z_l)[safety_experts] summed. It builds in the paper's premise.
     """
@@ -167,7 +182,7 @@ def align(
     losses = []
     it = range(steps) if progress is None else progress(range(steps), total=steps, desc="align θ₀")
     for _ in it:
-        batch, flags = alignment_batch(batch_size, gen)
+        batch, flags = alignment_batch(batch_size, gen, benign_b=benign_b)
         batch = {k: v.to(device) for k, v in batch.items()}
         with capture_router_logits(model) as store:
             out = model(**batch, output_router_logits=True, use_cache=False)
@@ -201,6 +216,11 @@ def greedy(model: Any, p: torch.Tensor, n_new: int, batch_size: int = 256) -> to
             seq = torch.cat([seq, logits.argmax(-1, keepdim=True)], 1)
         outs.append(seq[:, p.shape[1] :].cpu())
     return torch.cat(outs)
+
+
+def refusal_rate(model: Any, p: torch.Tensor) -> float:
+    """Fraction of prompts whose greedy first 3 tokens are REF1–REF3 (1 − harmfulness on harmful prompts)."""
+    return 1.0 - harmfulness(model, p)
 
 
 def harmfulness(model: Any, harmful_prompts: torch.Tensor) -> float:
