@@ -77,3 +77,31 @@ def test_operator_specs():
     assert load_operator(None, "paraphraser") is None
     fn = load_operator("iclr26_sprig.oracle:category_counts", "proposer")
     assert fn(9) == [1] * 9
+
+
+def test_lm_writer_proposes_and_paraphrases_on_a_tiny_model():
+    import torch
+
+    from iclr26_core.models import tiny_model
+    from iclr26_core.tokenizers import char_tokenizer
+    from iclr26_sprig.operators import LMWriter
+
+    tok = char_tokenizer("abcdefghijklmnopqrstuvwxyz .,:\n")
+    model = tiny_model("gpt2", vocab_size=len(tok), n_positions=512).eval()
+    torch.manual_seed(0)
+    writer = LMWriter(model, tok, n=3, max_new_tokens=8)
+    pool = OracleLLM(n_tasks=2, n_components=12, seed=0).components
+    parent = SystemPrompt(pool[:2])
+    texts = writer.paraphraser("be careful.")
+    assert all(isinstance(t, str) and t for t in texts) and len(texts) <= 3
+    for op in ("add_useful", "add_useless", "refine_subset", "rephrase"):
+        child = writer.proposer(op, parent)
+        if child is None:
+            continue
+        if op.startswith("add"):
+            assert list(child[:2]) == list(parent) and child[-1].category == "proposed"
+        elif op == "rephrase":
+            assert child[0].identity == parent[0].identity and child[1] == parent[1]
+        else:
+            assert len(child) == 1
+    assert writer.proposer("swap", parent) is None and writer.calls >= 1
