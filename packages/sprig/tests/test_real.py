@@ -25,7 +25,8 @@ def test_reproduce_real_smallest(tmp_path, monkeypatch):
         "sprig_ga",
         "task_prompts",
     }
-    assert r["evaluations"]["sprig_ga"] <= r["budget"] and r["evaluations"]["task_prompts"] <= r["budget"]
+    assert r["evaluations"]["sprig"] == r["budget"] and r["evaluations"]["task_prompts"] <= r["budget"]
+    assert r["evaluations"]["sprig_ga"] <= r["ga_budget"] and r["ga_budget"] >= r["budget"]
     for g in r["gain_vs_default"].values():
         assert g["ci95"][0] <= g["gain"] <= g["ci95"][1]
     c1 = next(c for c in m["claims"] if c["id"] == "C1")

@@ -128,9 +128,8 @@ def run_real(cfg: Any, tick) -> dict[str, Any]:
     tick("real: sprig")
     gfit, n_real = fit(seed + 1), int(r.ga_n_real)
     first = gfit.cost(len(pool) + n_real) + gfit.cost(n_real + 1, "dev")  # the GA's first generation
-    g = sprig_ga(
-        gfit, pool, generations=int(r.ga_generations), n_real=n_real, budget=max(budget, first), seed=seed
-    )
+    ga_budget = max(budget, first)
+    g = sprig_ga(gfit, pool, generations=int(r.ga_generations), n_real=n_real, budget=ga_budget, seed=seed)
     tick("real: sprig_ga")
     tf = task_fitness(fit(seed + 2), SystemPrompt())
     tp = optimize_task_prompts(
@@ -148,6 +147,7 @@ def run_real(cfg: Any, tick) -> dict[str, Any]:
         "tasks": {t.name: {k: len(v) for k, v in t.splits.items()} for t in tasks},
         "pool_size": len(pool),
         "budget": budget,
+        "ga_budget": ga_budget,  # the GA's first generation may need more than SPRIG used
         "evaluations": {"sprig": s.evaluations, "sprig_ga": g.evaluations, "task_prompts": tf.evaluations},
         "prompts": {"sprig": s.best.render(), "sprig_ga": g.best.render(), "task_prompts": tp},
         "test_questions": len(task_of),
