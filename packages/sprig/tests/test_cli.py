@@ -124,3 +124,44 @@ def test_reproduce_bad_overrides_and_non_empty_out(tmp_path):
         testing.run_cli(main, ["reproduce", "search.n_iters=many"]), "must be an int"
     )
     testing.assert_refuses_nonempty_out(main, tmp_path / "full")
+
+
+def test_small_task_file_warns_keeps_empty_and_reports_a_gain_interval(user_files, tmp_path):
+    """A user's 24-line task file (2 tasks x 12): dev holds 1 question per task, so the run warns, and the
+    test gain comes with a 95% interval; SUB runs through --paraphraser lm:PATH (the tiny model paraphrases)."""
+    rows = [
+        {"task": t, "question": f"{t} item {i}?", "options": ["yes", "no"], "answer": i % 2}
+        for t in ("north", "south")
+        for i in range(12)
+    ]
+    tasks = tmp_path / "small.jsonl"
+    tasks.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "opt"
+    args = testing.cli_args(
+        "optimize",
+        model=user_files / "tiny",
+        tasks=tasks,
+        components=user_files / "pool.csv",
+        n_iters=1,
+        beam_size=2,
+        paraphraser=f"lm:{user_files / 'tiny'}",
+        out=out,
+    )
+    res = testing.run_cli(main, args)
+    assert res.code == 0, res.output
+    assert "warning: dev holds 2 question(s) in all" in res.output
+    m = json.loads((out / "metrics.json").read_text())
+    g = m["test_gain"]
+    assert g["ci95"][0] <= g["gain"] <= g["ci95"][1] and g["questions"] == 10
+    assert g["gain"] == pytest.approx(m["test_mean"]["with_prompt"] - m["test_mean"]["empty"])
+    assert m["warnings"] and m["config"]["paraphraser"] == "LMWriter.paraphraser"
+
+
+def test_proposer_needs_the_ga_and_a_valid_spec(user_files, tmp_path):
+    base = dict(model=user_files / "tiny", tasks=user_files / "tasks.jsonl", out=tmp_path / "o")
+    res = testing.run_cli(main, testing.cli_args("optimize", proposer="lm:x", **base))
+    testing.assert_one_line_error(res, "add --algorithm ga")
+    res = testing.run_cli(main, testing.cli_args("optimize", paraphraser="nocolon", **base))
+    testing.assert_one_line_error(res, "module:function or lm:PATH")
+    res = testing.run_cli(main, testing.cli_args("optimize", paraphraser="no_such_mod:f", **base))
+    testing.assert_one_line_error(res, "cannot import it")

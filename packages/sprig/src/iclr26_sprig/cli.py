@@ -49,6 +49,16 @@ def _optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--n-questions", type=int, default=10, help="train questions per task per score (default 10)"
     )
+    p.add_argument(
+        "--paraphraser",
+        help="turns SUB on (and the GA's rephrase): module:function (f(text) -> list[str]) or lm:PATH (a local "
+        "causal LM samples 10 paraphrases); default off",
+    )
+    p.add_argument(
+        "--proposer",
+        help="the GA's LLM operators (add_useful, add_useless, refine_subset, rephrase): module:function "
+        "(g(op, prompt) -> SystemPrompt | None) or lm:PATH; default: offline fallbacks (needs --algorithm ga)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, help="new (or empty) output directory")
 

@@ -93,7 +93,7 @@ def sprig_ga(
     pool = check_pool(components)
     rng = np.random.default_rng(seed)
     start = fitness.evaluations
-    dev_cost = fitness.cost(n_real, "dev")
+    dev_cost = fitness.cost(n_real + 1, "dev")  # the final pick and the empty prompt
     _check_budget(budget, fitness.cost(len(pool) + n_real) + dev_cost, "sprig_ga")
     paraphrases = _paraphrase_fn(paraphraser, pool)
     population = [SystemPrompt([c]) for c in pool]

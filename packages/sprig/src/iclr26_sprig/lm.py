@@ -66,6 +66,7 @@ class LMFitness(Fitness):
         self.batch_size, self.max_new_tokens = int(batch_size), int(max_new_tokens)
         self.rng = np.random.default_rng(seed)
         self.stats = {"one_pass": 0, "per_option": 0}
+        self.task_prompts: dict[str, str] = {}  # task name -> task prompt (user turn); see `lm_task_fitness`
         self._plain = None
         self._jinja = None
         if isinstance(chat_template, str) and "{question}" in chat_template:
@@ -86,9 +87,9 @@ class LMFitness(Fitness):
             return [self.option_prefix + LETTERS[i] for i in range(len(q.options))]
         return [self.option_prefix + o for o in q.options]
 
-    def format_prompt(self, system: str, q: MCQuestion) -> str:
-        """The text the model reads before the answer."""
-        block = self.question_block(q)
+    def format_prompt(self, system: str, q: MCQuestion, task_prompt: str = "") -> str:
+        """The text the model reads before the answer (a task prompt, if any, opens the user turn)."""
+        block = (task_prompt + "\n" if task_prompt else "") + self.question_block(q)
         if self._jinja is not None:
             messages = ([{"role": "system", "content": system}] if system else []) + [
                 {"role": "user", "content": block}
@@ -227,21 +228,38 @@ class LMFitness(Fitness):
             for t in self.tasks
         )
 
-    def _per_task(self, prompts: Sequence[SystemPrompt], split: str) -> np.ndarray:
-        sample = self._sample(split)  # the same fresh questions for every prompt of this call
-        items, where = [], []
-        for p_i, prompt in enumerate(prompts):
+    def correct(
+        self, prompts: Sequence[SystemPrompt], split: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(correct [P, Q] 0/1, task index [Q]) on one question sample shared by all prompts; counts the
+        question-evaluations like `per_task` (for paired comparisons and confidence intervals)."""
+        split = split or self.default_split
+        prompts = [p if isinstance(p, SystemPrompt) else SystemPrompt(p) for p in prompts]
+        out = self._correct(prompts, self._sample(split))
+        self.evaluations += self.cost(len(prompts), split)
+        return out
+
+    def _correct(self, prompts: Sequence[SystemPrompt], sample: list[list[MCQuestion]]):
+        items = []
+        task_of = np.array([t_i for t_i, qs in enumerate(sample) for _ in qs], int)
+        for prompt in prompts:
             system = prompt.render()
-            for t_i, qs in enumerate(sample):
-                for q in qs:
-                    items.append((self.format_prompt(system, q), q))
-                    where.append((p_i, t_i))
+            items += [
+                (self.format_prompt(system, q, self.task_prompts.get(t.name, "")), q)
+                for t, qs in zip(self.tasks, sample, strict=True)
+                for q in qs
+            ]
         predict = self._predict_generate if self.scoring == "generate" else self._predict_loglik
         preds = predict(items)
-        correct = np.zeros((len(prompts), len(sample)))
-        for (p_i, t_i), (_, q), pred in zip(where, items, preds, strict=True):
-            correct[p_i, t_i] += pred == q.answer
-        return correct / np.array([max(len(qs), 1) for qs in sample])[None, :]
+        hits = np.array([pred == q.answer for (_, q), pred in zip(items, preds, strict=True)], float)
+        return hits.reshape(len(prompts), len(task_of)), task_of
+
+    def _per_task(self, prompts: Sequence[SystemPrompt], split: str) -> np.ndarray:
+        sample = self._sample(split)  # the same fresh questions for every prompt of this call
+        hits, task_of = self._correct(prompts, sample)
+        counts = np.bincount(task_of, minlength=len(sample))
+        sums = np.stack([np.bincount(task_of, weights=h, minlength=len(sample)) for h in hits])
+        return sums / np.maximum(counts, 1)[None, :]
 
 
 def lm_fitness(model: Any, tokenizer: Any, tasks: Sequence[MCTask], **kwargs: Any) -> LMFitness:

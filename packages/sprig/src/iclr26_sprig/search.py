@@ -6,7 +6,8 @@ random-search control at an equal question-evaluation budget.
    paraphraser, SUB children; deduplicate.
 3. Score all children with the fitness on fresh train questions; the top ``beam_size`` form the next beam.
 4. Credit the ADD/DEL edits (see `iclr26_sprig.edits`) and update UCB.
-5. Stop after ``n_iters`` iterations or when the budget is spent; return the final beam's best by dev score.
+5. Stop after ``n_iters`` iterations or when the budget is spent; return the best by dev score of the final beam,
+   its parents (the previous beam) and the empty prompt (ours: a safeguard for small dev sets, see the README).
 
 Budget: every question-evaluation counts (the empty prompt's score, the children, the final dev scoring). A
 budget smaller than the first iteration is refused; a later iteration that does not fit scores a random subset
@@ -45,7 +46,10 @@ class SearchResult:
     def on_dev(
         cls, final: list[SystemPrompt], fitness: Any, start: int, history: list, config: dict[str, Any]
     ) -> SearchResult:
-        """The search's final candidates scored on the dev split: the best of them is the result."""
+        """The search's final candidates and the empty prompt scored on the dev split: the best of them is the
+        result (so a search that found nothing better on dev returns the empty prompt, never a worse one). Ties go
+        to the earlier of [empty, *final]: without evidence on dev, the empty prompt is kept."""
+        final = list(dict.fromkeys([SystemPrompt(), *final]))
         dev = fitness(final, "dev")
         i = int(np.argmax(dev))
         evaluations = fitness.evaluations - start
@@ -110,12 +114,13 @@ def sprig(
             raise UserError(f"{name} must be >= 1, got {v}")
     rng = np.random.default_rng(seed)
     start = fitness.evaluations
-    dev_cost = fitness.cost(beam_size, "dev")
+    dev_cost = fitness.cost(2 * beam_size + 1, "dev")  # the final beam, its parents and the empty prompt
     _check_budget(budget, fitness.cost(1 + min(top_ucb, len(pool))) + dev_cost, "sprig")
     paraphrases = _paraphrase_fn(paraphraser, pool)
     credits = CreditTable()
     root = SystemPrompt()
     beam = [(root, float(fitness([root])[0]))]
+    parents: list[SystemPrompt] = []
     history: list[dict[str, Any]] = []
     for it in range(1, n_iters + 1):
         top = credits.top(pool, top_ucb, rng)
@@ -137,6 +142,7 @@ def sprig(
             parent_score, edit = origin[child]
             credits.record(edit, parent_score, float(score))
         best = _top(candidates, scores, beam_size, rng)
+        parents = [p for p, _ in beam]
         beam = [(candidates[i], float(scores[i])) for i in best]
         entry = {
             "iteration": it,
@@ -150,7 +156,9 @@ def sprig(
             callback(entry)
         if last:
             break
-    final = [p for p, _ in beam]
+    final = parents + [
+        p for p, _ in beam
+    ]  # the parents stay in the final pick (a noisy last step can regress)
     config = {
         "algorithm": "sprig",
         "beam_size": beam_size,

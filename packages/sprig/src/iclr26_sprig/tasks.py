@@ -49,7 +49,32 @@ class MCTask:
             train = [self.questions[i] for i in order[:n_train]]
             test = [self.questions[i] for i in order[n_train:]]
         n_dev = len(train) // 6 if len(train) >= 6 else 0
+        self.dev_is_train, self.test_is_train = n_dev == 0, not test
         self.splits = {"dev": train[:n_dev] or train, "train": train[n_dev:], "test": test or train}
+
+
+MIN_DEV = 20  # below this many dev questions in all, the final pick among prompts is mostly noise
+
+
+def small_data_warnings(tasks: Sequence[MCTask]) -> list[str]:
+    """One line per small-data hazard of a task set (empty when the splits are healthy)."""
+    out = []
+    n_dev = sum(len(t.splits["dev"]) for t in tasks if not t.dev_is_train)
+    if n_dev < MIN_DEV:
+        out.append(
+            f"dev holds {n_dev} question(s) in all (< {MIN_DEV}): the final pick among prompts is noisy; "
+            "add questions (dev is the first 1/6 of each task's train split)"
+        )
+    same_dev = [t.name for t in tasks if t.dev_is_train]
+    if same_dev:
+        out.append(f"fewer than 6 train questions: dev is the train split for task(s) {', '.join(same_dev)}")
+    same_test = [t.name for t in tasks if t.test_is_train]
+    if same_test:
+        out.append(
+            f"no test questions: test falls back to train for task(s) {', '.join(same_test)} "
+            "(its accuracy is not held out)"
+        )
+    return out
 
 
 def _question(obj: dict, where: str) -> MCQuestion:

@@ -36,20 +36,36 @@ def curve(oracle: OracleLLM, result: SearchResult) -> list[list[float]]:
     return [[int(h["evaluations"]), oracle.true_mean(h["best_prompt"])] for h in result.history]
 
 
+def task_prompt_arms(cfg: Any, o: OracleLLM, r: SearchResult, seed: int) -> dict[str, Any]:
+    """Per-task prompts (empty system prompt) and SPRIG + task prompts, by the configured method at SPRIG's
+    budget (``task_opt.budget: null``) and by the spec's 0.1 greedy guard (``*_greedy``, an extra arm)."""
+    t = cfg.task_opt
+    budget = int(t.budget or r.evaluations)
+    out: dict[str, Any] = {"task_budget": budget}
+    for suffix, method in (("", str(t.method)), ("_greedy", "greedy")):
+        for key, system, offset in (("per_task", None, 0), ("sprig_task", r.best, 1000)):
+            tf = o.task_fitness(system, seed=seed + offset)
+            chosen = optimize_task_prompts(
+                tf,
+                o.task_phrases(),
+                method=method,
+                budget=budget,
+                z=float(t.z),
+                n_questions=int(t.n_questions),
+                max_len=int(t.max_len),
+            )
+            out[key + suffix] = o.true_mean(system or (), chosen)
+            out[f"{key}{suffix}_evaluations"] = tf.evaluations
+            out[f"{key}{suffix}_mean_length"] = sum(map(len, chosen.values())) / len(chosen)
+    return out
+
+
 def run_seed(cfg: Any, seed: int, tick: Tick) -> dict[str, Any]:
     """C1, C2, C3, C4 and C5 on one oracle seed."""
     o = make_oracle(cfg, seed)
     r = run_sprig(cfg, o, seed)
     tick(f"seed {seed}: sprig")
-    tcfg = cfg.task_opt
-    tf = o.task_fitness(seed=seed)
-    per_task = optimize_task_prompts(
-        tf, o.task_phrases(), n_questions=int(tcfg.n_questions), max_len=int(tcfg.max_len)
-    )
-    tf2 = o.task_fitness(r.best, seed=seed + 1000)
-    on_top = optimize_task_prompts(
-        tf2, o.task_phrases(), n_questions=int(tcfg.n_questions), max_len=int(tcfg.max_len)
-    )
+    task = task_prompt_arms(cfg, o, r, seed)
     tick(f"seed {seed}: task prompts")
     rs = random_search(
         o.fitness(int(cfg.oracle.n_questions), 1, seed + 2000), o.components, budget=r.evaluations, seed=seed
@@ -81,11 +97,7 @@ def run_seed(cfg: Any, seed: int, tick: Tick) -> dict[str, Any]:
         "sprig_length": len(r.best),
         "sprig_evaluations": r.evaluations,
         "sprig_prompt": [c.text for c in r.best],
-        "per_task": o.true_mean((), per_task),
-        "per_task_evaluations": tf.evaluations,
-        "per_task_mean_length": sum(map(len, per_task.values())) / len(per_task),
-        "sprig_task": o.true_mean(r.best, on_top),
-        "sprig_task_evaluations": tf2.evaluations,
+        **task,
         "random": o.true_mean(rs.best),
         "random_evaluations": rs.evaluations,
         "random_length": len(rs.best),
