@@ -31,6 +31,12 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
         a["acc_cave_clean"] - a["acc_volume_clean"] >= -0.03
         and s["prototypes_volume"] / s["prototypes_cave"] >= 30
     )
+    for r in m["seeds"]:  # C2's headline drop: the mean over the three occluders that are not part material
+        for k in ("cave", "2d"):
+            want = np.mean(
+                [r[f"acc_{k}_clean"] - r[f"acc_{k}_occ_{o}"] for o in ("novel", "background", "grey")]
+            )
+            assert r[f"drop_{k}"] == pytest.approx(want)
     adv = [r["drop_2d"] - r["drop_cave"] for r in m["seeds"]]
     assert claims["C2"]["holds"] == (a["drop_2d"] - a["drop_cave"] >= 0.03 and min(adv) >= 0.03)
     assert claims["C3"]["holds"] == (

@@ -125,8 +125,9 @@ def quantus_localisation(maps_of_class, data: dict, max_maps: int = 400, seed: i
         dil = F.max_pool2d(onehot, 3, stride=1, padding=1)
         mass = torch.einsum("nthw,nphw->ntp", maps, dil)
         best = mass.argmax(-1)
+        images = data["image"][sel]
         for n, t in (maps.flatten(2).sum(-1) > 0).nonzero().tolist():
-            xs.append(data["image"][sel][n])
+            xs.append(images[n])
             ys.append(y)
             a_s.append(maps[n, t][None])
             s_s.append(dil[n, best[n, t]][None])

@@ -57,9 +57,11 @@ def concept_gallery(
                 ax.imshow(maps[i, t].numpy(), cmap="Reds", alpha=0.65, vmin=0, vmax=1)
             if c == 0:
                 ax.set_title(f"class {y} concept {t}", fontsize=7, loc="left")
+    fig.tight_layout()
     fig.suptitle(
         f"CAVE concepts: the {per_concept} test views where each map is strongest (red = concept score s_u)",
         fontsize=8,
+        y=1.0,
     )
     return save_figure(fig, path)
 
