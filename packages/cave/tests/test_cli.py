@@ -210,12 +210,11 @@ def test_reproduce_refuses_bad_overrides():
 
 @pytest.mark.peers
 def test_explain_with_lrp(trained, tmp_path):
-    from PIL import Image
-
-    imgs = tmp_path / "imgs"
-    imgs.mkdir()
+    # float images through .npz: on this 3-step model zennit's LRP is unstable under the 0.004 change of a PNG round
+    # trip (relevance sums of concepts turn from +0.16 to -5.7; README, "Limits"), which is not what this checks
     arr = render_arrays(1, "test", seed=9)
-    Image.fromarray((arr["image"][0].transpose(1, 2, 0) * 255).astype(np.uint8)).save(imgs / "obj0.png")
+    imgs = tmp_path / "imgs.npz"
+    np.savez(imgs, images=arr["image"])
     out = tmp_path / "expl"
     args = ["explain", "--model", str(trained), "--images", str(imgs), "--out", str(out), "--method", "lrp"]
     res = run_cli(main, args)
