@@ -31,6 +31,12 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
         a["acc_cave_clean"] - a["acc_volume_clean"] >= -0.03
         and s["prototypes_volume"] / s["prototypes_cave"] >= 30
     )
+    for r in m["seeds"]:  # C2's headline drop: the mean over the three occluders that are not part material
+        for k in ("cave", "2d"):
+            want = np.mean(
+                [r[f"acc_{k}_clean"] - r[f"acc_{k}_occ_{o}"] for o in ("novel", "background", "grey")]
+            )
+            assert r[f"drop_{k}"] == pytest.approx(want)
     adv = [r["drop_2d"] - r["drop_cave"] for r in m["seeds"]]
     assert claims["C2"]["holds"] == (a["drop_2d"] - a["drop_cave"] >= 0.03 and min(adv) >= 0.03)
     assert claims["C3"]["holds"] == (
@@ -204,12 +210,11 @@ def test_reproduce_refuses_bad_overrides():
 
 @pytest.mark.peers
 def test_explain_with_lrp(trained, tmp_path):
-    from PIL import Image
-
-    imgs = tmp_path / "imgs"
-    imgs.mkdir()
+    # float images through .npz: on this 3-step model zennit's LRP is unstable under the 0.004 change of a PNG round
+    # trip (relevance sums of concepts turn from +0.16 to -5.7; README, "Limits"), which is not what this checks
     arr = render_arrays(1, "test", seed=9)
-    Image.fromarray((arr["image"][0].transpose(1, 2, 0) * 255).astype(np.uint8)).save(imgs / "obj0.png")
+    imgs = tmp_path / "imgs.npz"
+    np.savez(imgs, images=arr["image"])
     out = tmp_path / "expl"
     args = ["explain", "--model", str(trained), "--images", str(imgs), "--out", str(out), "--method", "lrp"]
     res = run_cli(main, args)

@@ -93,11 +93,28 @@ def test_localisation_by_hand():
     # part 0: |P∩M| = 2, |M| = 2, |P| = 4, w = 3/3 = 1 -> (2 + 2)/(2 + 4) = 2/3; part 1: (0 + 0)/(2 + 4) = 0
     loc = localisation(a, parts)
     assert abs(float(loc[0]) - 2 / 3) < 1e-6
+    assert abs(float(localisation(a, parts, threshold="strict")[0]) - 2 / 3) < 1e-6
 
 
-def _brute_global_coverage(a, parts, q=0.9):
+def test_localisation_official_keeps_ties_and_takes_w_from_the_kept_map():
+    """A = 3 on (0,0), 1 on (0,1) and (3,3): p90 of [0×13, 1, 1, 3] = 1 (position 13.5 between two 1s).
+    Official: kept = A·[A ≥ 1] -> M = {(0,0),(0,1),(3,3)}, kept mass 5; part 0 (dilated (0,0): 4 px):
+    (2 + 3·4/5)/(3 + 4) = 4.4/7; part 1 (dilated (3,3)): (1 + 3·1/5)/7. Strict: M = {A > 1} = {(0,0)}, w from the
+    whole map: (1 + 1·4/5)/(1 + 4) = 0.36."""
+    a = torch.zeros(1, 1, 4, 4)
+    a[0, 0, 0, 0], a[0, 0, 0, 1], a[0, 0, 3, 3] = 3.0, 1.0, 1.0
+    parts = torch.full((1, 4, 4), -1)
+    parts[0, 0, 0], parts[0, 3, 3] = 0, 1
+    assert abs(float(localisation(a, parts)[0]) - 4.4 / 7) < 1e-6
+    assert abs(float(localisation(a, parts, threshold="strict")[0]) - 0.36) < 1e-6
+    with pytest.raises(UserError, match="threshold must be"):
+        localisation(a, parts, threshold="loose")
+
+
+def _brute_global_coverage(a, parts, q=0.9, official=True):
     """Plain-Python loops: per-map percentile (linear interpolation), OR of the thresholded maps, the union of the
-    parts dilated 3×3 pixel by pixel, w from the summed clamped maps."""
+    parts dilated 3×3 pixel by pixel; official: kept where ≥ the percentile, M = kept > 0, w from the summed kept
+    maps; strict: M = (> percentile and > 0), w from the summed clamped maps."""
     n_img, n_c, h, w_ = len(a), len(a[0]), len(a[0][0]), len(a[0][0][0])
     out = []
     for n in range(n_img):
@@ -112,9 +129,12 @@ def _brute_global_coverage(a, parts, q=0.9):
             for i in range(h):
                 for j in range(w_):
                     v = max(a[n][t][i][j], 0.0)
-                    total[i][j] += v
-                    if v > thr and v > 0:
+                    if official:
+                        v = v if v >= thr else 0.0
+                        m[i][j] = m[i][j] or v > 0
+                    elif v > thr and v > 0:
                         m[i][j] = True
+                    total[i][j] += v
         pset = set()
         for i in range(h):
             for j in range(w_):
@@ -141,9 +161,12 @@ def test_global_coverage_by_hand():
     a[0, 0, 0, 0], a[0, 1, 4, 4], a[0, 1, 2, 2] = 3.0, 1.0, -2.0
     parts = torch.full((2, 5, 5), -1)
     parts[:, 0, 1], parts[:, 0, 2] = 0, 1
-    cov = global_coverage(a, parts)
-    assert abs(float(cov[0]) - 0.25) < 1e-6 and math.isnan(float(cov[1]))
-    assert _brute_global_coverage(a.tolist(), parts.tolist())[0] == pytest.approx(0.25)
+    for threshold in ("official", "strict"):  # the same here: every positive value is its map's only one
+        cov = global_coverage(a, parts, threshold=threshold)
+        assert abs(float(cov[0]) - 0.25) < 1e-6 and math.isnan(float(cov[1]))
+        assert _brute_global_coverage(a.tolist(), parts.tolist(), official=threshold == "official")[
+            0
+        ] == pytest.approx(0.25)
 
 
 def test_global_coverage_matches_brute_force():
@@ -152,10 +175,11 @@ def test_global_coverage_matches_brute_force():
     a[1] = a[1].clamp_max(0)  # image 1: no positive attribution -> nan
     parts = torch.randint(-1, 3, (3, 6, 7), generator=g)
     parts[2, :, :4] = -1
-    got = global_coverage(a, parts).tolist()
-    ref = _brute_global_coverage(a.tolist(), parts.tolist())
-    assert math.isnan(got[1]) and math.isnan(ref[1])
-    assert [got[0], got[2]] == pytest.approx([ref[0], ref[2]], abs=1e-6)
+    for threshold in ("official", "strict"):
+        got = global_coverage(a, parts, threshold=threshold).tolist()
+        ref = _brute_global_coverage(a.tolist(), parts.tolist(), official=threshold == "official")
+        assert math.isnan(got[1]) and math.isnan(ref[1])
+        assert [got[0], got[2]] == pytest.approx([ref[0], ref[2]], abs=1e-6)
 
 
 def test_global_coverage_bad_input():

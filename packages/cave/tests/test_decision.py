@@ -86,3 +86,22 @@ def test_feature_dimension_mismatch_is_one_clear_error(case):
     feats, bank = case
     with pytest.raises(UserError, match="feature dimension 4 != concept bank dimension 5"):
         cave_logits(feats[:, :4], bank)
+
+
+def test_box_region_is_the_official_crop_on_the_feature_grid(case):
+    """Box (y0, y1, x0, x1) = (5, 27, 9, 10) on a 32×32 image, 8×8 grid (stride 4): rows 5//4 = 1 .. 27//4 = 6
+    (exclusive), columns 9//4 = 2 .. 10//4 = 2 -> empty, so one column (2); the official code slices the same."""
+    from iclr26_cave.decision import box_region
+
+    region = box_region(torch.tensor([[5, 27, 9, 10], [0, 32, 0, 32]]), 32, (8, 8))
+    want = torch.zeros(8, 8, dtype=torch.bool)
+    want[1:6, 2:3] = True
+    assert torch.equal(region[0], want) and region[1].all()
+    feats = F.normalize(
+        torch.randn(2, 5, 8, 8, generator=torch.Generator().manual_seed(3), dtype=torch.float64), dim=1
+    )
+    _, bank = case
+    sliced = cave_logits(feats[:1, :, 1:6, 2:3], bank, num_classes=3)  # the official crop of the feature map
+    assert torch.allclose(
+        cave_logits(feats, bank, region, num_classes=3).logits[:1], sliced.logits, atol=1e-12
+    )

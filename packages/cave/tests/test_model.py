@@ -70,7 +70,65 @@ def test_novum_loss_matches_a_naive_loop():
     p2v[1, 10:30, 8:20] = torch.randint(0, 5, (20, 12), generator=g)
     labels = torch.tensor([0, 1])
     ours = model.novum_loss(images, p2v, labels, update=False)
-    assert torch.allclose(ours, naive_loss(model, images, p2v, labels), atol=1e-5)
+    naive = float(naive_loss(model, images, p2v, labels).detach())
+    assert len(model.clutter) == 5 * 512  # the official LRU buffer of background features
+    assert abs(model.last_terms["main"] - naive) < 1e-5
+    assert abs(float(ours) - naive - model.last_terms["reg"]) < 1e-5
+
+
+def _one_background_cell(n=2):
+    """Object pixels everywhere except the 4×4 block of feature cell (7, 7): the only background cell."""
+    p2v = torch.zeros(n, 32, 32, dtype=torch.long)
+    p2v[:, 28:, 28:] = -1
+    return p2v
+
+
+def test_background_regulariser_is_a_tenth_of_the_mean_similarity():
+    """loss_reg = 0.1·mean over the noise features (here all the one background cell) and every vertex feature."""
+    model = tiny(counts=(6, 5))
+    images = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(4))
+    p2v, labels = _one_background_cell(), torch.tensor([0, 1])
+    model.novum_loss(images, p2v, labels, update=False)
+    feats = model.features(images).detach()
+    want = 0.1 * float(torch.stack([feats[i, :, 7, 7] @ model.volume.T for i in range(2)]).mean())
+    assert abs(model.last_terms["reg"] - want) < 1e-6
+    spec = tiny(counts=(6, 5), reg_weight=0.0)
+    spec.novum_loss(images, p2v, labels, update=False)
+    assert spec.last_terms["reg"] == 0.0
+
+
+def test_clutter_buffer_is_least_recently_written_first():
+    """n_clutter = 2 per image, max_group = 5: 10 rows; a 1-image batch writes k = 2 rows into slot s (rows 2s, 2s+1),
+    the slots cycle over ⌊10 / 2⌋ = 5; the written rows are the (unit) background features."""
+    model = tiny(counts=(6, 5), n_clutter=2, max_group=5)
+    assert model.clutter.shape == (10, 8)
+    images = torch.rand(6, 3, 32, 32, generator=torch.Generator().manual_seed(5))
+    p2v, labels = _one_background_cell(6), torch.tensor([0, 1, 0, 1, 0, 1])
+    for step in range(6):
+        before = model.clutter.clone()
+        model.novum_loss(images[step : step + 1], p2v[step : step + 1], labels[step : step + 1])
+        bg = model.features(images[step : step + 1]).detach()[0, :, 7, 7]
+        s = step % 5
+        assert torch.allclose(model.clutter[2 * s : 2 * s + 2], bg.expand(2, 8), atol=1e-5)
+        others = [r for r in range(10) if r not in (2 * s, 2 * s + 1)]
+        assert torch.equal(model.clutter[others], before[others])
+    spec = tiny(counts=(6, 5), clutter_mode="momentum")
+    assert spec.clutter.shape == (5, 8)
+
+
+def test_official_volume_update_divides_by_the_class_images():
+    """Vertex 1 (class 0) seen in 1 of the batch's 2 class-0 images: g ← normalize(m·g + (1−m)·f/2)."""
+    model = tiny(counts=(6, 5))
+    images = torch.rand(3, 3, 32, 32, generator=torch.Generator().manual_seed(6))
+    p2v = torch.full((3, 32, 32), -1)
+    p2v[0, 4:8, 4:8] = 1  # one cell, (1, 1)
+    p2v[1, 20:24, 20:24] = 0
+    p2v[2, 8:12, 8:12] = 3
+    before = model.volume.clone()
+    model.novum_loss(images, p2v, torch.tensor([0, 0, 1]))
+    f = model.features(images).detach()[0, :, 1, 1]
+    m = model.config.momentum
+    assert torch.allclose(model.volume[1], F.normalize(m * before[1] + (1 - m) * f / 2, dim=0), atol=1e-5)
 
 
 def test_momentum_update_follows_its_formula():

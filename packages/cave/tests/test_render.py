@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from iclr26_cave.render import class_mesh, occlude, project, render, render_arrays, uv_sphere
 
@@ -64,6 +65,39 @@ def test_occluders_are_minus_one_and_cover_the_fraction():
     assert lost > 0 and changed.sum() >= 0.35 * box
 
 
+def test_occluder_kinds_share_rectangles_and_fill_as_stated():
+    """pool / novel / background / grey: the same rectangles (same seed), the box (Ω) unchanged; grey is 0.5,
+    novel uses exactly two colours per image, pool uses one pool texture (its colours ∈ base × {0.8, 1.0})."""
+    from iclr26_cave.render import OCCLUDERS, _pool, occlude_arrays
+
+    clean = render_arrays(6, "test", seed=4)
+    out = {k: occlude_arrays(clean, 0.4, "test", 4, k) for k in OCCLUDERS}
+    masks = [(out[k]["pix_to_vertex"] < 0) & (clean["pix_to_vertex"] >= 0) for k in OCCLUDERS]
+    assert all((m == masks[0]).all() for m in masks) and masks[0].any()
+    assert all((out[k]["box"] == clean["box"]).all() for k in OCCLUDERS)
+    for i in range(6):
+        changed = np.any(out["grey"]["image"][i] != clean["image"][i], axis=0)
+        assert np.allclose(out["grey"]["image"][i][:, changed], 0.5)
+        cols = {tuple(np.round(c, 5)) for c in out["novel"]["image"][i][:, changed].T}
+        assert len(cols) <= 2
+        pool = out["pool"]["image"][i][:, changed].T
+        base = _pool()[0]
+        assert any(
+            np.allclose(np.minimum(np.abs(pool / b - 0.8), np.abs(pool / b - 1.0)), 0, atol=1e-4)
+            for b in base
+        )
+    with pytest.raises(ValueError, match="occluder must be one of"):
+        occlude_arrays(clean, 0.4, "test", 4, "cloud")
+
+
+def test_box_is_the_clean_objects_extent():
+    arr = render_arrays(4, "test", seed=2, occlusion=0.4, occluder="grey")
+    clean = render_arrays(4, "test", seed=2)
+    for i in range(4):
+        ys, xs = np.nonzero(clean["pix_to_vertex"][i] >= 0)
+        assert list(arr["box"][i]) == [ys.min(), ys.max() + 1, xs.min(), xs.max() + 1]
+
+
 def test_part_mask_agrees_with_pix_to_vertex():
     arr = render_arrays(8, "train", seed=0)
     for i in range(8):
@@ -77,6 +111,6 @@ def test_render_dataset_is_a_seeded_datasets_dataset():
     from iclr26_cave import render_dataset
 
     a, b = render_dataset(8, seed=5), render_dataset(8, seed=5)
-    assert set(a.column_names) == {"image", "label", "pix_to_vertex", "part_mask", "pose"}
+    assert set(a.column_names) == {"image", "label", "pix_to_vertex", "part_mask", "pose", "box"}
     assert a[0]["image"].shape == (3, 32, 32)
     assert (a[3]["image"] == b[3]["image"]).all() and [int(y) for y in a["label"]] == [0, 1, 2, 3] * 2

@@ -22,10 +22,10 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
     {
         "model": "CaveModel CaveConfig novum_contrastive",
         "concepts": "ConceptBank extract_concepts spherical_kmeans",
-        "decision": "CaveOutput cave_logits",
+        "decision": "CaveOutput cave_logits box_region",
         "maps": "concept_maps",
         "consistency": "Consistency3D consistency_3d localisation global_coverage mesh_histograms",
-        "render": "render_dataset render_arrays meshes class_mesh project",
+        "render": "render_dataset render_arrays occlude_arrays meshes class_mesh project",
         "training": "train_novum train_ce",
         "baseline2d": "Classifier2D NMFConcepts",
     },

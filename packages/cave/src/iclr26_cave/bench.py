@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from .consistency import global_coverage
-from .experiment import class_consistency, class_localisation, load_split, per_class_mean
+from .experiment import class_consistency, class_localisation, load_split, per_class_mean, region_of
 from .training import predict
 
 MISSING_HINT = "(pip install iclr26-cave[peers])"
@@ -90,8 +90,8 @@ def craft_maps(clf, train: dict, data: dict, n_concepts: int, patch: int, seed: 
     return maps_of_class
 
 
-def lrp_maps(model, data: dict):
-    """maps_of_class for CAVE's concepts by LRP (positive relevance)."""
+def lrp_maps(model, data: dict, region: str):
+    """maps_of_class for CAVE's concepts by LRP (positive relevance) of the contributions over Ω (``region``)."""
     from .lrp import lrp_concept_maps
 
     classes = model.bank().classes
@@ -100,7 +100,11 @@ def lrp_maps(model, data: dict):
     def maps_of_class(y, sel):
         if y not in cache:
             ids = (classes == y).nonzero()[:, 0].tolist()
-            cache[y] = lrp_concept_maps(model, data["image"][sel], concepts=ids).clamp_min(0)
+            images = data["image"][sel]
+            with torch.no_grad():
+                grid = tuple(model.features(images[:1]).shape[-2:])
+            omega = region_of({"image": images, "box": data["box"][sel]}, grid, region)
+            cache[y] = lrp_concept_maps(model, images, concepts=ids, region=omega).clamp_min(0)
         return cache[y]
 
     return maps_of_class
@@ -121,8 +125,9 @@ def quantus_localisation(maps_of_class, data: dict, max_maps: int = 400, seed: i
         dil = F.max_pool2d(onehot, 3, stride=1, padding=1)
         mass = torch.einsum("nthw,nphw->ntp", maps, dil)
         best = mass.argmax(-1)
+        images = data["image"][sel]
         for n, t in (maps.flatten(2).sum(-1) > 0).nonzero().tolist():
-            xs.append(data["image"][sel][n])
+            xs.append(images[n])
             ys.append(y)
             a_s.append(maps[n, t][None])
             s_s.append(dil[n, best[n, t]][None])
@@ -147,10 +152,10 @@ def quantus_localisation(maps_of_class, data: dict, max_maps: int = 400, seed: i
     return out
 
 
-def class_global_coverage(maps_of_class, data: dict, percentile: float) -> float:
+def class_global_coverage(maps_of_class, data: dict, percentile: float, threshold: str = "official") -> float:
     """Global coverage (§6) of a method: per class, the union of its concepts' maps against the union of the parts,
     per image; the mean over all images where some concept is active."""
-    return per_class_mean(global_coverage, maps_of_class, data, percentile)
+    return per_class_mean(global_coverage, maps_of_class, data, percentile, threshold)
 
 
 def run_bench(cfg, seed: int, res: dict[str, Any], ctx) -> dict[str, dict[str, float]]:
@@ -164,7 +169,7 @@ def run_bench(cfg, seed: int, res: dict[str, Any], ctx) -> dict[str, dict[str, f
         "cave": lambda y, sel: maps[sel][:, out.classes == y],
         "nmf": lambda y, sel: F.interpolate(nmf.maps(fmap[sel], y), size=size, mode="nearest"),
         "craft": craft_maps(clf, train, data, cfg.concepts.n_concepts, cfg.craft.patch, seed),
-        "lrp": lrp_maps(model, data),
+        "lrp": lrp_maps(model, data, cfg.eval.region),
     }
     rows = {}
     for name, fn in ctx.progress(list(methods.items()), desc="bench"):
@@ -172,8 +177,8 @@ def run_bench(cfg, seed: int, res: dict[str, Any], ctx) -> dict[str, dict[str, f
         row = {
             "c3d": c3["score"],
             "c3d_floor": c3["floor"],
-            "loc": class_localisation(fn, data, cfg.metric.percentile),
-            "global_coverage": class_global_coverage(fn, data, cfg.metric.percentile),
+            "loc": class_localisation(fn, data, cfg.metric.percentile, cfg.metric.threshold),
+            "global_coverage": class_global_coverage(fn, data, cfg.metric.percentile, cfg.metric.threshold),
         }
         row.update(quantus_localisation(fn, data, seed=seed))
         rows[name] = row

@@ -150,9 +150,16 @@ def consistency_3d(
     return Consistency3D(_weighted(per, pairs), per.float(), floor, pairs, floor_pairs)
 
 
-def _top_maps(attributions: torch.Tensor, part_masks: torch.Tensor, percentile: float):
-    """``(flat, top, part_masks)``: the maps clamped >= 0 as float64 [N,T,HW], M_t = {A_t > p_{percentile}(A_t)} ∩
-    {A_t > 0} per map [N,T,HW] (bool), the part labels [N,H,W] (long); one line for mismatched shapes."""
+THRESHOLDS = ("official", "strict")
+
+
+def _top_maps(attributions: torch.Tensor, part_masks: torch.Tensor, percentile: float, threshold: str):
+    """``(kept, top, full, part_masks)``: ``full`` the maps clamped ≥ 0 as float64 [N,T,HW]; ``top`` M_t [N,T,HW]
+    bool; ``kept`` the map that gives w. ``threshold="official"`` (the official evaluation code): kept = A·[A ≥ p],
+    M = {kept > 0}; ``"strict"`` (the spec's reading): M = {A > p} ∩ {A > 0}, kept = A (w from the full map).
+    p = the ``percentile`` of each map (linear interpolation). One line for mismatched shapes."""
+    if threshold not in THRESHOLDS:
+        raise UserError(f"threshold must be 'official' or 'strict', got {threshold!r}")
     attributions = torch.as_tensor(attributions).double().clamp_min(0)
     part_masks = torch.as_tensor(part_masks).long()
     if attributions.dim() != 4 or tuple(part_masks.shape) != (attributions.shape[0], *attributions.shape[2:]):
@@ -160,18 +167,23 @@ def _top_maps(attributions: torch.Tensor, part_masks: torch.Tensor, percentile: 
             f"part_masks has shape {tuple(part_masks.shape)}, expected [N,H,W] of attributions "
             f"{tuple(attributions.shape)}"
         )
-    flat = attributions.flatten(2)
-    p = torch.quantile(flat, percentile / 100, dim=2, keepdim=True)
-    return flat, (flat > p) & (flat > 0), part_masks
+    full = attributions.flatten(2)
+    p = torch.quantile(full, percentile / 100, dim=2, keepdim=True)
+    if threshold == "official":
+        kept = torch.where(full >= p, full, 0)
+        return kept, kept > 0, full, part_masks
+    return full, (full > p) & (full > 0), full, part_masks
 
 
 def localisation(
-    attributions: torch.Tensor, part_masks: torch.Tensor, percentile: float = 90
+    attributions: torch.Tensor, part_masks: torch.Tensor, percentile: float = 90, threshold: str = "official"
 ) -> torch.Tensor:
     """Per concept, the mean over the images where its map is non-zero of max over parts of
-    loc(c, P) = (|P∩M| + |M|·w)/(|M| + |P|), M = {A > p_{percentile}(A)} ∩ {A > 0}, P the part mask dilated 3×3,
-    w = attribution mass inside P / total mass. Returns [T] (nan for a concept never active)."""
-    flat, top, part_masks = _top_maps(attributions, part_masks, percentile)
+    loc(c, P) = (|P∩M| + |M|·w)/(|M| + |P|), P the part mask dilated 3×3, w = attribution mass inside P / total mass.
+    ``threshold="official"`` (the official code): the map kept where A ≥ p_{percentile}(A), M = its pixels > 0, w
+    on the kept map; ``"strict"`` (the spec's reading): M = {A > p} ∩ {A > 0}, w on the whole map.
+    Returns [T] (nan for a concept never active)."""
+    kept, top, full, part_masks = _top_maps(attributions, part_masks, percentile, threshold)
     n_parts = int(part_masks.max()) + 1 if part_masks.numel() else 0
     m = top.double()  # [N,T,HW]
     parts = F.one_hot(part_masks.clamp_min(0), max(n_parts, 1)).permute(0, 3, 1, 2).double()
@@ -180,32 +192,32 @@ def localisation(
     dil = F.max_pool2d(parts, 3, stride=1, padding=1).flatten(2)  # [N,J,HW]
     inter = torch.einsum("ntx,njx->ntj", m, dil)
     size_m, size_p = m.sum(2)[..., None], dil.sum(2)[:, None, :]
-    mass = torch.einsum("ntx,njx->ntj", flat, dil) / flat.sum(2, keepdim=True).clamp_min(1e-300)
+    mass = torch.einsum("ntx,njx->ntj", kept, dil) / kept.sum(2, keepdim=True).clamp_min(1e-300)
     loc = (inter + size_m * mass) / (size_m + size_p).clamp_min(1e-300)
     loc = loc.masked_fill(~present[:, None, :], -1).max(2).values  # [N,T]
-    active = (flat.sum(2) > 0) & (m.sum(2) > 0)
+    active = (full.sum(2) > 0) & (m.sum(2) > 0)
     cnt = active.sum(0)
     out = (loc * active).sum(0) / cnt.clamp_min(1)
     return torch.where(cnt > 0, out, torch.full_like(out, math.nan)).float()
 
 
 def global_coverage(
-    attributions: torch.Tensor, part_masks: torch.Tensor, percentile: float = 90
+    attributions: torch.Tensor, part_masks: torch.Tensor, percentile: float = 90, threshold: str = "official"
 ) -> torch.Tensor:
     """Global coverage (§6): the official loc formula with the union of a class's concepts against the union of
-    all parts, per image: (|P∩M| + |M|·w)/(|M| + |P|). Readings chosen where the spec is terse:
+    all parts, per image: (|P∩M| + |M|·w)/(|M| + |P|).
 
-    - M = OR over the T concepts of M_t = {A_t > p_{percentile}(A_t)} ∩ {A_t > 0}, each map clamped ≥ 0 and
-      thresholded at its own percentile (as for `localisation`), never one threshold on the summed map.
-    - w = mass of Σ_t clamp(A_t, 0) inside P / its total mass (the summed clamped maps).
+    - Each map clamped ≥ 0 and thresholded at its own percentile as in `localisation` (``threshold``); M = the OR
+      of the concepts' M_t; w = mass of Σ_t kept_t inside P / its total mass (official: the kept maps, as the
+      official code sums its thresholded, normalised maps; ``"strict"``: the whole clamped maps).
     - P = the 3×3 dilation of the union of all part labels ≥ 0 (the same set as the union of the dilated parts;
       labels < 0 are background).
     - Returns [N]: one value per image, nan where M is empty (no concept active) or the image has no part pixel;
       a class's global coverage is the nan-mean over its images (as `localisation` averages over active images).
     """
-    flat, top, part_masks = _top_maps(attributions, part_masks, percentile)  # flat [N,T,HW]
+    kept, top, _, part_masks = _top_maps(attributions, part_masks, percentile, threshold)  # [N,T,HW]
     m = top.any(1).double()  # [N,HW]
-    total = flat.sum(1)  # [N,HW]
+    total = kept.sum(1)  # [N,HW]
     dil = F.max_pool2d((part_masks >= 0).double()[:, None], 3, stride=1, padding=1).flatten(1)  # [N,HW]
     size_m, size_p = m.sum(1), dil.sum(1)
     w = (total * dil).sum(1) / total.sum(1).clamp_min(1e-300)

@@ -57,20 +57,30 @@ def concept_gallery(
                 ax.imshow(maps[i, t].numpy(), cmap="Reds", alpha=0.65, vmin=0, vmax=1)
             if c == 0:
                 ax.set_title(f"class {y} concept {t}", fontsize=7, loc="left")
+    fig.tight_layout()
+    fig.suptitle(
+        f"CAVE concepts: the {per_concept} test views where each map is strongest (red = concept score s_u)",
+        fontsize=8,
+        y=1.0,
+    )
     return save_figure(fig, path)
 
 
 def mesh_hits(
     vertices: np.ndarray, hist_a: np.ndarray, hist_b: np.ndarray, names: tuple[str, str], path: str | Path
 ) -> str:
-    """For one concept of each method: its per-image vertex histograms summed over images, on the mesh (x, y)."""
+    """For one concept of each method (``names``: titles with its id and class): its per-image vertex histograms
+    (each normalised to sum 1) summed over the images, on the mesh seen from above (x, y)."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(7, 3))
+    fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.2))
     for ax, h, name in zip(axes, (hist_a, hist_b), names, strict=True):
         ax.scatter(vertices[:, 0], vertices[:, 1], c="lightgrey", s=6)
         sc = ax.scatter(vertices[:, 0], vertices[:, 1], c=h, s=8 + 60 * h / max(h.max(), 1e-12), cmap="Reds")
         ax.set_title(name, fontsize=9)
         ax.set_aspect("equal")
         ax.axis("off")
-        fig.colorbar(sc, ax=ax, fraction=0.04)
+        bar = fig.colorbar(sc, ax=ax, fraction=0.04)
+        bar.set_label("attribution share, summed over images", fontsize=7)
+        bar.ax.tick_params(labelsize=6)
+    fig.suptitle("3D-C: where a concept's top-10% pixels land on the class mesh (top view)", fontsize=9)
     return save_figure(fig, path)

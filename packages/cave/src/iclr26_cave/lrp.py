@@ -82,9 +82,11 @@ def lrp_concept_maps(
     images: torch.Tensor,
     concepts: list[int] | None = None,
     residual_canonizer: bool = True,
+    region: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Input relevance [B,T,H,W] of each concept's contribution c_t (T: all concepts, or ``concepts``), summed over
-    colour channels; Σ over pixels ≈ c_t (exactly, up to zennit's stabiliser, when Φ has no biases)."""
+    """Input relevance [B,T,H,W] of each concept's contribution c_t (T: all concepts, or ``concepts``; over Ω =
+    ``region`` [B,h,w], default every pixel), summed over colour channels; Σ over pixels ≈ c_t (exactly, up to
+    zennit's stabiliser, when Φ has no biases)."""
     _, composites, _ = _zennit()
     from .decision import cave_logits
 
@@ -100,7 +102,7 @@ def lrp_concept_maps(
                 x = images.detach().clone().requires_grad_(True)
                 z = phi.proj(phi.pre(x))
                 f = F.normalize(z, dim=1).detach()
-                out = cave_logits(f, bank)
+                out = cave_logits(f, bank, region)
                 rel = head_relevance(f, out.assignment, bank.vectors.to(f), t)
                 (grad,) = torch.autograd.grad(z, x, grad_outputs=rel)
                 maps[:, i] = grad.sum(1).detach()

@@ -30,7 +30,15 @@ TINY_RESNET = dict(
 class CaveConfig(PretrainedConfig):
     """Φ and the volumes. ``backbone_config``: a `transformers` backbone config as a dict (tiny ResNet by default);
     ``vertex_counts``: |V_y| per class; ``novum_temperature`` T = 0.07, ``momentum`` m = 0.9, ``distance`` d (image px) of
-    same-class negatives, ``n_clutter`` = 5 clutter features with weight ``clutter_weight`` = 0.005 (§1)."""
+    same-class negatives; clutter (§1) as in the official NOVUM/CAVE training (``clutter_mode="lru"``): each step
+    samples ``n_clutter`` = 5 background feature cells per image, which enter a buffer of ``n_clutter·max_group``
+    (5·512) clutter features, least recently written slot first, each a negative with weight ``clutter_weight`` =
+    0.005; ``reg_weight`` = 0.1: the official regulariser 0.1·mean⟨noise feature, vertex feature⟩ on those
+    background features; ``volume_mean="class_images"``: the official momentum update divides a vertex's feature sum
+    by the number of the batch's images of its class. The spec's reading: ``clutter_mode="momentum"`` (``n_clutter``
+    running means of background features), ``reg_weight=0``, ``volume_mean="visible"``.
+
+    """
 
     model_type = "cave"
 
@@ -46,8 +54,16 @@ class CaveConfig(PretrainedConfig):
         n_clutter: int = 5,
         clutter_weight: float = 0.005,
         n_concepts_total: int = 0,
+        max_group: int = 512,
+        clutter_mode: str = "lru",
+        reg_weight: float = 0.1,
+        volume_mean: str = "class_images",
         **kwargs: Any,
     ):
+        if clutter_mode not in ("lru", "momentum"):
+            raise UserError(f"clutter_mode must be 'lru' or 'momentum', got {clutter_mode!r}")
+        if volume_mean not in ("class_images", "visible"):
+            raise UserError(f"volume_mean must be 'class_images' or 'visible', got {volume_mean!r}")
         self.backbone_config = dict(backbone_config or TINY_RESNET)
         self.num_classes = num_classes
         self.vertex_counts = list(vertex_counts or [1] * num_classes)
@@ -58,7 +74,15 @@ class CaveConfig(PretrainedConfig):
         self.n_clutter = n_clutter
         self.clutter_weight = clutter_weight
         self.n_concepts_total = n_concepts_total
+        self.max_group = max_group
+        self.clutter_mode = clutter_mode
+        self.reg_weight = reg_weight
+        self.volume_mean = volume_mean
         super().__init__(**kwargs)
+
+    @property
+    def clutter_size(self) -> int:
+        return self.n_clutter * (self.max_group if self.clutter_mode == "lru" else 1)
 
 
 def build_backbone(backbone_config: dict) -> nn.Module:
@@ -103,7 +127,8 @@ class CaveModel(PreTrainedModel):
         )
         self.register_buffer("offsets", torch.cumsum(counts, 0) - counts)
         self.register_buffer("volume", F.normalize(torch.randn(v_tot, d), dim=1))
-        self.register_buffer("clutter", F.normalize(torch.randn(config.n_clutter, d), dim=1))
+        self.register_buffer("clutter", F.normalize(torch.randn(config.clutter_size, d), dim=1))
+        self.register_buffer("clutter_slot", torch.zeros((), dtype=torch.long))  # the LRU buffer's next slot
         self.register_buffer("visibility", torch.zeros(v_tot))  # images in which each vertex was seen
         self.register_buffer("class_images", torch.zeros(config.num_classes))
         t = config.n_concepts_total
@@ -222,18 +247,22 @@ class CaveModel(PreTrainedModel):
     def novum_loss(
         self, images: torch.Tensor, pix_to_vertex: torch.Tensor, labels: torch.Tensor, update: bool = True
     ) -> torch.Tensor:
-        """NOVUM's vertex contrastive loss (§1), mean over visible vertices; ``update``: then the momentum update
-        of the volumes and the clutter features with this batch's (detached) features."""
+        """NOVUM's loss (§1): the vertex contrastive loss, mean over visible vertices, plus ``reg_weight``·mean of
+        the background (noise) features' similarity to every vertex feature (the official ``loss_reg``);
+        ``update``: then the momentum update of the volumes and the clutter features with this batch's (detached)
+        features. The two terms of the last call are in ``self.last_terms``."""
         self.check_targets(images, pix_to_vertex, labels)
         feats = self.features(images)
         stride = images.shape[-1] // feats.shape[-1]
         img, vid, pos, cell = self.vertex_positions(pix_to_vertex, labels, stride)
         hf, wf = feats.shape[-2:]
-        cell[:, 0].clamp_(0, wf - 1)
-        cell[:, 1].clamp_(0, hf - 1)
-        f = feats[img, :, cell[:, 1], cell[:, 0]]  # [n,D]
-        loss = novum_contrastive(
-            f,
+        key = (img * hf + cell[:, 1].clamp(0, hf - 1)) * wf + cell[:, 0].clamp(0, wf - 1)
+        uniq, row_cell = torch.unique(key, return_inverse=True)
+        fu = feats.permute(0, 2, 3, 1).reshape(-1, feats.shape[1])[uniq]  # [u,D] distinct cells
+        f = fu[row_cell]  # [n,D] the feature at each visible vertex's projection
+        main = novum_contrastive(
+            fu,
+            row_cell,
             vid,
             img,
             pos,
@@ -243,32 +272,86 @@ class CaveModel(PreTrainedModel):
             self.config,
             labels[img],
         )
+        noise = self.noise_features(feats, pix_to_vertex, stride)  # [m,D]
+        reg = main.new_zeros(())
+        if self.config.reg_weight and len(noise):
+            reg = self.config.reg_weight * (noise @ self.volume.clone().T).mean()
+        self.last_terms = {"main": float(main.detach()), "reg": float(reg.detach())}
         if update:
             with torch.no_grad():
-                self.update_volumes(f.detach(), vid)
-                self.update_clutter(feats.detach(), pix_to_vertex, stride)
+                self.update_volumes(f.detach(), vid, self._volume_denominator(labels))
+                if self.config.clutter_mode == "lru":
+                    self.write_clutter(noise.detach())
+                else:
+                    self.update_clutter(feats.detach(), pix_to_vertex, stride)
                 self.visibility.index_add_(0, vid, torch.ones_like(vid, dtype=self.visibility.dtype))
                 self.class_images.index_add_(
                     0, labels, torch.ones_like(labels, dtype=self.class_images.dtype)
                 )
-        return loss
+        return main + reg
+
+    def _volume_denominator(self, labels: torch.Tensor) -> torch.Tensor | None:
+        """Per vertex, the number of the batch's images of its class (``volume_mean="class_images"``), else None."""
+        if self.config.volume_mean != "class_images":
+            return None
+        per_class = torch.bincount(labels, minlength=self.num_classes).to(self.volume.dtype)
+        return per_class[self.vertex_class]
+
+    def background_cells(self, pix_to_vertex: torch.Tensor, stride: int) -> torch.Tensor:
+        """[B,h,w] bool: feature cells whose stride×stride block holds no object pixel."""
+        return ~(F.max_pool2d((pix_to_vertex >= 0).float()[:, None], stride)[:, 0] > 0)
+
+    def noise_features(self, feats: torch.Tensor, pix_to_vertex: torch.Tensor, stride: int) -> torch.Tensor:
+        """``n_clutter`` background feature cells per image, drawn uniformly with replacement (images without a
+        background cell give none), as [B'·n_clutter, D] rows, image by image (they carry gradient)."""
+        bg = self.background_cells(pix_to_vertex, stride).flatten(1).float()  # [B,hw]
+        ok = bg.sum(1) > 0
+        if not ok.any():
+            return feats.new_zeros(0, feats.shape[1])
+        idx = torch.multinomial(bg[ok], self.config.n_clutter, replacement=True)  # [B',n]
+        flat = feats[ok].flatten(2)  # [B',D,hw]
+        return (
+            flat.gather(2, idx[:, None, :].expand(-1, flat.shape[1], -1))
+            .transpose(1, 2)
+            .reshape(-1, flat.shape[1])
+        )
 
     @torch.no_grad()
-    def update_volumes(self, f: torch.Tensor, vid: torch.Tensor) -> None:
-        """g_k ← normalize(m·g_k + (1−m)·mean of the batch's f_{u_k}) for the vertices seen in the batch."""
+    def write_clutter(self, noise: torch.Tensor) -> None:
+        """The official LRU clutter buffer: the batch's k background features overwrite slot ``clutter_slot`` (rows
+        slot·k .. slot·k + k − 1) of the ``n_clutter·max_group`` rows; slots cycle over ⌊rows / k⌋ (a batch with
+        k ≥ rows fills the buffer with its first rows)."""
+        k, cap = len(noise), len(self.clutter)
+        if k == 0:
+            return
+        noise = F.normalize(noise, dim=1)
+        if k >= cap:
+            self.clutter.copy_(noise[:cap])
+            return
+        slots = cap // k
+        s = int(self.clutter_slot) % slots
+        self.clutter[s * k : (s + 1) * k] = noise
+        self.clutter_slot.fill_((s + 1) % slots)
+
+    @torch.no_grad()
+    def update_volumes(
+        self, f: torch.Tensor, vid: torch.Tensor, denominator: torch.Tensor | None = None
+    ) -> None:
+        """g_k ← normalize(m·g_k + (1−m)·Σ_batch f_{u_k} / n_k) for the vertices seen in the batch; n_k = the number
+        of rows of k (the spec: the mean) or ``denominator[k]`` (official: the batch's images of k's class)."""
         m = self.config.momentum
         sums = torch.zeros_like(self.volume).index_add_(0, vid, f)
         cnt = torch.zeros(len(self.volume), device=f.device).index_add_(0, vid, torch.ones_like(f[:, 0]))
         seen = cnt > 0
-        mean = sums[seen] / cnt[seen, None]
+        den = cnt if denominator is None else denominator.to(cnt)
+        mean = sums[seen] / den[seen, None]
         self.volume[seen] = F.normalize(m * self.volume[seen] + (1 - m) * mean, dim=1)
 
     @torch.no_grad()
     def update_clutter(self, feats: torch.Tensor, pix_to_vertex: torch.Tensor, stride: int) -> None:
-        """Clutter features: running means (momentum m) of background pixel features, split into n_clutter
-        random groups (feature cells whose stride×stride block holds no object pixel)."""
-        obj = F.max_pool2d((pix_to_vertex >= 0).float()[:, None], stride)[:, 0] > 0
-        bg = feats.permute(0, 2, 3, 1)[~obj]
+        """The spec's reading (``clutter_mode="momentum"``): ``n_clutter`` running means (momentum m) of background
+        feature cells split into random groups."""
+        bg = feats.permute(0, 2, 3, 1)[self.background_cells(pix_to_vertex, stride)]
         if len(bg) < self.config.n_clutter:
             return
         groups = torch.randperm(len(bg), device=bg.device).chunk(self.config.n_clutter)
@@ -279,6 +362,7 @@ class CaveModel(PreTrainedModel):
 
 def novum_contrastive(
     f: torch.Tensor,
+    cell: torch.Tensor,
     vid: torch.Tensor,
     img: torch.Tensor,
     pos: torch.Tensor,
@@ -290,12 +374,13 @@ def novum_contrastive(
 ) -> torch.Tensor:
     """L = mean_k −log[e^{⟨f,g_k⟩/T} / (e^{⟨f,g_k⟩/T} + Σ_{j∈𝒩_k} e^{⟨f,g_j⟩/T} + w·Σ_c e^{⟨f,c⟩/T})].
 
-    f [n,D]: the feature at each visible vertex's projection; vid [n] its global vertex id, img [n] its image,
-    pos [n,2] its projection (image px). 𝒩_k: every vertex of another class; a vertex of the same class that is not
-    visible in the image, or whose projection lies farther than ``config.distance`` px from k's. Clutter c with
-    weight w = ``config.clutter_weight`` (a log-weight on their logits)."""
+    f [u,D]: the distinct feature cells the visible vertices project to; per visible vertex (row): ``cell`` [n] its
+    row of f, vid [n] its global vertex id, img [n] its image, pos [n,2] its projection (image px). 𝒩_k: every vertex
+    of another class; a vertex of the same class that is not visible in the image, or whose projection lies farther
+    than ``config.distance`` px from k's. Clutter c with weight w = ``config.clutter_weight`` (a log-weight on their
+    logits); the clutter sum depends on the cell only, so it is computed once per cell."""
     t = config.novum_temperature
-    logits = f @ volume.T / t  # [n, V]
+    logits = (f @ volume.T / t)[cell]  # [n, V]
     same = vertex_class[None, :] == label[:, None]
     # distances between visible vertices of the same image: a same-class vertex within d of k is not a negative
     near = torch.zeros_like(same)
@@ -303,10 +388,11 @@ def novum_contrastive(
         idx = (img == i).nonzero()[:, 0]
         rows, cols = (torch.cdist(pos[idx], pos[idx]) <= config.distance).nonzero(as_tuple=True)
         near[idx[rows], vid[idx[cols]]] = True
-    negative = ~same | (same & ~near)
-    negative[torch.arange(len(vid)), vid] = False
-    pos_logit = logits[torch.arange(len(vid)), vid]
-    neg = logits.masked_fill(~negative, float("-inf"))
-    clut = f @ clutter.T / t + torch.log(torch.tensor(config.clutter_weight, device=f.device))
-    all_logits = torch.cat([pos_logit[:, None], neg, clut], 1)
-    return (torch.logsumexp(all_logits, 1) - pos_logit).mean()
+    rows = torch.arange(len(vid))
+    keep = ~same | (same & ~near)  # the negatives ...
+    keep[rows, vid] = True  # ... and the positive
+    pos_logit = logits[rows, vid]
+    vertex_lse = torch.logsumexp(logits.masked_fill(~keep, float("-inf")), 1)
+    log_w = torch.log(torch.tensor(config.clutter_weight, device=f.device))
+    clutter_lse = (torch.logsumexp(f @ clutter.T / t, 1) + log_w)[cell]
+    return (torch.logaddexp(vertex_lse, clutter_lse) - pos_logit).mean()

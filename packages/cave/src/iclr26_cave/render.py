@@ -7,7 +7,9 @@ ellipsoid, cut into 6 parts (k-means on vertex positions); every part carries on
 tagged with their nearest vertex and part, a random rotation, ±2 px translation, orthographic projection with the
 object spanning ≈70% of the image, a z-buffer (nearest point per pixel; holes filled from a 3×3 neighbourhood),
 shading 0.6 + 0.4·n_z, a low-pass noise background. Ground truth: ``pix_to_vertex`` and ``part_mask`` (−1 off the
-object or occluded) and the pose. OOD: textured occluder rectangles (``occlusion``) and colour shifts (``shift``).
+object or occluded), the pose and the object's box (the evaluation region Ω of the official inference). OOD:
+occluder rectangles (``occlusion``; filled with part-pool textures, novel two-colour textures, background noise or
+grey, ``occluder``) and colour shifts (``shift``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ AXES = ((1.0, 0.6, 0.4), (1.0, 1.0, 0.5), (0.8, 0.5, 0.5), (1.0, 0.8, 0.7))
 N_PARTS = 6
 N_POINTS = 4000
 SPAN = 0.7  # the longest axis (2 units) spans this fraction of the image
+OCCLUDERS = ("pool", "novel", "background", "grey")
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,17 @@ def render(cls: int, rng: np.random.Generator, size: int = 32) -> dict[str, np.n
         "pix_to_vertex": np.where(obj, mesh.point_vertex[w], -1),
         "part_mask": np.where(obj, mesh.point_part[w], -1),
         "pose": pose.astype(np.float32),
+        "box": object_box(obj),
     }
+
+
+def object_box(obj: np.ndarray) -> np.ndarray:
+    """The object's box (y0, y1, x0, x1) in image pixels, ends exclusive, of a boolean object mask [H,W]
+    (the whole image when the mask is empty)."""
+    ys, xs = np.nonzero(obj)
+    if len(ys) == 0:
+        return np.array([0, obj.shape[0], 0, obj.shape[1]], dtype=np.int64)
+    return np.array([ys.min(), ys.max() + 1, xs.min(), xs.max() + 1], dtype=np.int64)
 
 
 def _fill_holes(winner: np.ndarray, depth: np.ndarray) -> np.ndarray:
@@ -162,16 +175,10 @@ def _fill_holes(winner: np.ndarray, depth: np.ndarray) -> np.ndarray:
     return out
 
 
-def occlude(
-    sample: dict[str, np.ndarray], fraction: float, rng: np.random.Generator, occluder: str = "pool"
-) -> dict[str, np.ndarray]:
-    """Cover ``fraction`` of the object's bounding box with distractor rectangles textured from the part pool
-    (``occluder="pool"``, the spec's) or with a background noise texture (``"background"``, a diagnostic); the
-    covered pixels become −1 in ``pix_to_vertex`` and ``part_mask``."""
-    if fraction <= 0:
-        return sample
-    ys, xs = np.nonzero(sample["pix_to_vertex"] >= 0)
-    y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
+def occluder_mask(sample: dict[str, np.ndarray], fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """Rectangles inside the object's box (``sample["box"]``) covering ``fraction`` of it, drawn from ``rng``
+    only (so every occluder kind of one seed covers the same pixels)."""
+    y0, y1, x0, x1 = (int(v) for v in sample["box"])
     bh, bw = y1 - y0, x1 - x0
     size = sample["image"].shape[-1]
     mask = np.zeros((size, size), bool)
@@ -185,16 +192,53 @@ def occlude(
         w = int(np.clip(round(area / h), 1, bw))
         ty, tx = rng.integers(y0, y1 - h + 1), rng.integers(x0, x1 - w + 1)
         mask[ty : ty + h, tx : tx + w] = True
-    yy, xx = np.nonzero(mask)
-    tex = np.full(len(yy), rng.integers(10))
-    coords = np.stack([xx / 8.0, yy / 8.0, np.zeros(len(yy))], -1)
-    out = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in sample.items()}
+    return mask
+
+
+def occluder_fill(
+    occluder: str, yy: np.ndarray, xx: np.ndarray, size: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Colours [3,n] of the occluder pixels (yy, xx): ``pool`` one part texture of the pool (the spec's: the material
+    of the classes' own parts), ``novel`` two random colours in stripes of random period (2–6 px) and orientation
+    (a texture no part carries), ``background`` the background noise texture, ``grey`` 0.5."""
     if occluder == "pool":
-        out["image"][:, yy, xx] = texture_colour(tex, coords).T.astype(np.float32)
-    elif occluder == "background":
-        out["image"][:, yy, xx] = _background(rng, size)[:, yy, xx].astype(np.float32)
-    else:
-        raise ValueError(f"occluder must be 'pool' or 'background', got {occluder!r}")
+        tex = np.full(len(yy), rng.integers(10))
+        coords = np.stack([xx / 8.0, yy / 8.0, np.zeros(len(yy))], -1)
+        return texture_colour(tex, coords).T
+    if occluder == "novel":
+        c1, c2 = rng.uniform(0, 1, size=(2, 3))
+        theta, period = rng.uniform(0, np.pi), rng.uniform(2, 6)
+        stripe = np.sin(2 * np.pi * (xx * np.cos(theta) + yy * np.sin(theta)) / period) > 0
+        return np.where(stripe[None], c1[:, None], c2[:, None])
+    if occluder == "background":
+        return _background(rng, size)[:, yy, xx]
+    _check_occluder(occluder)
+    return np.full((3, len(yy)), 0.5)
+
+
+def _check_occluder(occluder: str) -> None:
+    if occluder not in OCCLUDERS:
+        raise ValueError(f"occluder must be one of {', '.join(OCCLUDERS)}, got {occluder!r}")
+
+
+def occlude(
+    sample: dict[str, np.ndarray],
+    fraction: float,
+    rng: np.random.Generator,
+    occluder: str = "pool",
+    fill_rng: np.random.Generator | None = None,
+) -> dict[str, np.ndarray]:
+    """Cover ``fraction`` of the object's box with rectangles (placed by ``rng``) filled as ``occluder`` says
+    (`occluder_fill`; colours drawn from ``fill_rng``, default ``rng``); the covered pixels become −1 in
+    ``pix_to_vertex`` and ``part_mask``. The box (Ω) stays the clean object's."""
+    _check_occluder(occluder)
+    if fraction <= 0:
+        return sample
+    mask = occluder_mask(sample, fraction, rng)
+    yy, xx = np.nonzero(mask)
+    out = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in sample.items()}
+    fill = occluder_fill(occluder, yy, xx, sample["image"].shape[-1], rng if fill_rng is None else fill_rng)
+    out["image"][:, yy, xx] = fill.astype(np.float32)
     out["pix_to_vertex"][mask] = -1
     out["part_mask"][mask] = -1
     return out
@@ -221,25 +265,42 @@ def render_arrays(
     occluder: str = "pool",
 ) -> dict[str, np.ndarray]:
     """``n`` renders (classes balanced, in turn) as stacked numpy arrays. ``split`` changes the random stream, so
-    train and test renders of one seed differ; the occluders of a test set are drawn after the clean renders, so
-    ``occlusion=0.4`` covers the same objects as ``occlusion=0``."""
+    train and test renders of one seed differ; occluders and shifts come from streams of their own, so
+    ``occlusion=0.4`` covers the same objects as ``occlusion=0``, with the same rectangles for every ``occluder``."""
     if split not in ("train", "test"):
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     rng = np.random.default_rng([seed, 0 if split == "train" else 1])
-    occ_rng = np.random.default_rng([seed, 2 if split == "train" else 3, round(occlusion * 100)])
-    rows = []
-    for i in range(n):
-        s = render(i % num_classes, rng, size)
-        s = occlude(s, occlusion, occ_rng, occluder)
-        if shift:
-            s["image"] = colour_shift(s["image"], occ_rng)
-        rows.append(s)
-    return {k: np.stack([np.asarray(r[k]) for r in rows]) for k in rows[0]}
+    rows = [render(i % num_classes, rng, size) for i in range(n)]
+    clean = {k: np.stack([np.asarray(r[k]) for r in rows]) for k in rows[0]}
+    out = occlude_arrays(clean, occlusion, split, seed, occluder)
+    if shift:
+        shift_rng = np.random.default_rng([seed, 6 if split == "train" else 7])
+        out["image"] = np.stack([colour_shift(im, shift_rng) for im in out["image"]])
+    return out
+
+
+def occlude_arrays(
+    clean: dict[str, np.ndarray], occlusion: float, split: str = "test", seed: int = 0, occluder: str = "pool"
+) -> dict[str, np.ndarray]:
+    """`render_arrays`' occlusion of already rendered arrays ``clean`` (the same rectangles as
+    ``render_arrays(..., occlusion, occluder)`` of the same seed and split, without rendering again)."""
+    _check_occluder(occluder)
+    if occlusion <= 0:
+        return clean
+    s = 0 if split == "train" else 1
+    occ_rng = np.random.default_rng([seed, 2 + s, round(occlusion * 100)])
+    fill_rng = np.random.default_rng([seed, 4 + s, round(occlusion * 100), OCCLUDERS.index(occluder)])
+    keys = list(clean)
+    rows = [
+        occlude({k: clean[k][i] for k in keys}, occlusion, occ_rng, occluder, fill_rng)
+        for i in range(len(clean["image"]))
+    ]
+    return {k: np.stack([np.asarray(r[k]) for r in rows]) for k in keys}
 
 
 def render_dataset(n: int, **kwargs: Any):
     """`render_arrays` (same arguments: ``split``, ``occlusion``, ``shift``, ``size``, ``seed`` ...) as a
-    `datasets.Dataset` (image, label, pix_to_vertex, part_mask, pose), torch format."""
+    `datasets.Dataset` (image, label, pix_to_vertex, part_mask, pose, box), torch format."""
     import datasets
 
     arrays = render_arrays(n, **kwargs)
