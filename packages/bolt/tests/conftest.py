@@ -94,7 +94,7 @@ def tiny_vlm():
             "patch_size": 14,
             "spatial_merge_size": 2,
             "temporal_patch_size": 2,
-        },  # fmt: skip
+        },
         image_token_id=ids("<|image_pad|>"),
         video_token_id=ids("<|video_pad|>"),
         vision_start_token_id=ids("<|vision_start|>"),

@@ -73,7 +73,7 @@ def test_hr_rescores_with_more_image_tokens(tiny_vlm, tmp_path):
     # router logs on VLM items with HR and tmRAG (the memory is text-only retrieval over the same model)
     memory = [{**item, "id": f"m{i}", "answer": i % 3} for i in range(4)]
     pipe.memory = memory
-    feats, labels, p1s = _router_logs(pipe, [item], ["HR", "tmRAG"])
+    feats, labels, _ = _router_logs(pipe, [item], ["HR", "tmRAG"])
     assert feats.shape == (1, 5) and labels.shape == (1, 2) and torch.isfinite(feats[:, :3]).all()
 
 
