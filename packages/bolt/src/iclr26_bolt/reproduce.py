@@ -232,6 +232,10 @@ def _claims(cfg: Any, seeds: list[dict[str, Any]]) -> list[Claim]:
 
 
 def run(cfg: Any, ctx: Any) -> Results:
+    if str(cfg.scale.name) == "real":
+        from .real import run as run_real
+
+        return run_real(cfg, ctx)
     from .figures import frontier_figure, reliability_figure
     from .reference import reference_text
 
