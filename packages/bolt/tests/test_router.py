@@ -17,6 +17,7 @@ ACTS = [Action("HR", 0.5), Action("tmRAG", 0.3), Action("QD", 0.35)]
 def with_gains(router: BudgetRouter, gains: torch.Tensor) -> BudgetRouter:
     """A router whose gains are exactly ``gains`` for features = logit(gains) on a diagonal model."""
     router.columns = list(range(len(router.actions)))
+    router.mean, router.scale = torch.zeros(len(router.actions)), torch.ones(len(router.actions))
     router.w = torch.eye(len(router.actions))
     router.b = torch.zeros(len(router.actions))
     router.fitted = True
@@ -99,6 +100,46 @@ def test_fit_save_load_roundtrip(tmp_path):
     assert back.decide(f) == router.decide(f)
     # the HR gain follows the entropy column it was fitted on
     assert float(router.w[0, 2]) > 0
+
+
+def test_gain_models_fitted_to_convergence_match_sklearn():
+    """The default fit (standardised features, Newton to convergence) equals scikit-learn's logistic
+    regression with the same ridge (C = 1 / (ridge * N), bias unpenalised)."""
+    from sklearn.linear_model import LogisticRegression
+
+    gen = torch.Generator().manual_seed(4)
+    f = torch.rand(800, 5, generator=gen) * torch.tensor([1.0, 0.2, 3.0, 0.5, 1.0])
+    p_true = torch.sigmoid(-3.0 + 2.0 * f[:, 2:3] - 4.0 * f[:, :1])
+    labels = (torch.rand(800, 3, generator=gen) < p_true).float()
+    router = BudgetRouter(ACTS, budget=2.0).fit(f, labels)
+    x = f[:, :4].double().numpy()
+    z = (x - x.mean(0)) / x.std(0, ddof=1)
+    for j in range(3):
+        ref = LogisticRegression(C=1.0 / (1e-4 * len(z)), tol=1e-10, max_iter=10_000).fit(
+            z, labels[:, j].numpy()
+        )
+        want = torch.from_numpy(ref.predict_proba(z)[:, 1])
+        assert torch.allclose(router.gains(f)[:, j].double(), want, atol=1e-4)
+    # mean predicted gain = base rate at the optimum (the score equation of the bias); the official fit is off
+    assert torch.allclose(router.gains(f).mean(0), labels.mean(0), atol=1e-4)
+    official = BudgetRouter(ACTS, budget=2.0, solver="adamw").fit(f, labels)
+    assert float((official.gains(f).mean(0) - labels.mean(0)).abs().max()) > 0.02
+
+
+def test_warns_when_no_action_ever_fixes_pass1():
+    f = torch.rand(200, 5, generator=torch.Generator().manual_seed(5))
+    with pytest.warns(UserWarning, match="no action ever fixes pass-1"):
+        router = BudgetRouter(ACTS, budget=2.0).fit(f, torch.zeros(200, 3))
+    assert float(router.gains(f).max()) == 0.0
+    assert router.decide(f, 0.0) == [[] for _ in range(200)]  # zero gain never pays, even at tau = 0
+    with pytest.warns(UserWarning, match="is not reached"):
+        router.tune(f, 0.5)
+    assert float(router.extra_cost(router.decide(f)).max()) == 0.0
+    labels = torch.zeros(200, 3)
+    labels[:40, 0] = 1.0
+    with pytest.warns(UserWarning, match=r"\['tmRAG', 'QD'\] never fix pass-1"):
+        router = BudgetRouter(ACTS, budget=2.0).fit(f, labels)
+    assert {a for d in router.decide(f, 0.0) for a in d} == {"HR"}
 
 
 def test_single_threshold_calibration():

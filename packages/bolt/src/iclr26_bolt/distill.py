@@ -63,11 +63,13 @@ def distill(
     seed: int = 0,
     device: str = "auto",
     progress: bool = True,
+    arm: str = "odd",
 ) -> Any:
     """Wrap ``student`` with LoRA and train it with the ODD loss against ``cache``; returns the `PeftModel`.
 
     ``items``: dicts with ``id``, ``question``, ``options``, optional ``answer`` (gold index; without one the
-    CE anchor is skipped for that item), ``image``, ``context``. ``steps`` overrides ``epochs``.
+    CE anchor is skipped for that item), ``image``, ``context``. ``steps`` overrides ``epochs``. ``arm``: "odd"
+    (the method) or a token-level baseline on the same LoRA recipe: "sft", "token_kd", "token_kd_answer".
     The training losses are kept on ``model.bolt_losses``.
     """
     from peft import get_peft_model
@@ -85,7 +87,7 @@ def distill(
     gold = [int(it["answer"]) if it.get("answer") is not None else -1 for it in items]
     n_steps = steps if steps is not None else epochs * math.ceil(len(items) / grad_accum)
     cfg = ArmConfig(
-        arm="odd",
+        arm=arm,
         steps=n_steps,
         batch_size=min(grad_accum, len(items)),
         lr=lr,
@@ -94,7 +96,7 @@ def distill(
         label_smoothing=label_smoothing,
         seed=seed,
         progress=progress,
-        desc="distill (ODD)",
+        desc=f"distill ({arm})",
     )
     has_images = any(e.extra for e in encoded)
     res = train_student(

@@ -151,6 +151,7 @@ def train_arms(data: SeedData, cfg: Any, arms: list[str] | tuple[str, ...] = ARM
             batch_size=int(cfg.train.batch_size),
             lr=float(cfg.train.lr),
             grad_clip=float(cfg.train.grad_clip),
+            schedule=str(cfg.train.get("schedule", "constant")),
             lambda_kl=float(cfg.odd.lambda_kl),
             lambda_ce=float(cfg.odd.lambda_ce),
             label_smoothing=float(cfg.odd.label_smoothing),

@@ -10,7 +10,7 @@ import numpy as np
 from iclr26_core.evaluation import calibration_bins
 from iclr26_core.report import pyplot, save_figure
 
-NAMES = {"odd": "ODD", "sft": "SFT", "token_kd": "token-KD"}
+from .student import ARM_NAMES as NAMES
 
 
 def frontier_figure(seeds: list[dict[str, Any]], path: Path) -> str:
@@ -39,9 +39,10 @@ def frontier_figure(seeds: list[dict[str, Any]], path: Path) -> str:
 
 
 def reliability_figure(seed: dict[str, Any], path: Path, n_bins: int = 15) -> str:
-    """Per-bin accuracy against confidence of ODD, SFT and token-KD on pass-1 test inputs (no temperature)."""
+    """Per-bin accuracy against confidence of ODD, SFT and both token-KD readings on pass-1 test inputs (no
+    temperature)."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4))
+    fig, axes = plt.subplots(1, len(NAMES), figsize=(4 * len(NAMES), 4))
     for ax, (arm, label) in zip(axes, NAMES.items(), strict=True):
         rel = seed["arms"][arm]["_reliability"]
         b = calibration_bins(np.asarray(rel["confidence"]), np.asarray(rel["correct"]), n_bins)

@@ -17,7 +17,7 @@ from .experiment import gold, prepare, softmax, teacher_on, train_arms
 from .metrics import decision_metrics, invalid_option_rate
 from .route_eval import route_seed
 from .routing import paired_boot_se
-from .student import ARMS
+from .student import ARM_NAMES, ARMS, KD_ARMS
 
 
 def _se(ses: list[float]) -> float:
@@ -68,9 +68,11 @@ def run_seed(cfg: Any, seed: int, ctx: Any, keep: list[Any] | None = None) -> di
         met = decision_metrics(softmax(s), y)
         from .calibration import fit_temperature
 
-        tau = fit_temperature(data.arm_scores(arm, "val/low"), val_y)
+        s_val = data.arm_scores(arm, "val/low")
+        tau = fit_temperature(s_val, val_y)
         met["ece_temperature_scaled"] = decision_metrics(softmax(s, tau), y)["ece"]
         met["tau_cal"] = tau
+        met["val_acc"] = float((s_val.argmax(-1) == val_y).mean())
         met["final_loss"] = float(np.mean(data.losses[arm][-20:]))
         arms[arm] = met
         correct[arm] = (s.argmax(-1) == y).astype(np.float64)
@@ -81,7 +83,6 @@ def run_seed(cfg: Any, seed: int, ctx: Any, keep: list[Any] | None = None) -> di
             }
     t_scores = teacher_on(data, cfg, data.test, salt=1)
     bayes = np.stack([data.world.log_posterior(it, list(range(it["n_visible"]))) for it in data.test])
-    diff = correct["odd"] - correct["token_kd"]
     ctx.log(f"seed {seed}: trained; scoring the routing views and fitting the router")
     route = route_seed(data, cfg)
     # C5: generation by the SFT student vs option scoring
@@ -98,8 +99,13 @@ def run_seed(cfg: Any, seed: int, ctx: Any, keep: list[Any] | None = None) -> di
         "teacher_ece": decision_metrics(softmax(t_scores, float(cfg.teacher.tau_kd)), y)["ece"],
         "bayes_acc": float((bayes.argmax(-1) == y).mean()),
         "bayes_ece": decision_metrics(np.exp(bayes), y)["ece"],
-        "c1_diff": float(diff.mean()),
-        "c1_se": paired_boot_se(diff, int(cfg.route.boot), seed),
+        "c1": {  # ODD minus each token-KD reading: per-item paired differences
+            a: {
+                "diff": float((correct["odd"] - correct[a]).mean()),
+                "se": paired_boot_se(correct["odd"] - correct[a], int(cfg.route.boot), seed),
+            }
+            for a in KD_ARMS
+        },
         "route": route,
         "c5": {
             "ior_generation": invalid_option_rate(texts, opts),
@@ -117,20 +123,29 @@ def _claims(cfg: Any, seeds: list[dict[str, Any]]) -> list[Claim]:
     n = len(seeds)
     acc = {a: mean(lambda s, a=a: s["arms"][a]["acc"]) for a in ARMS}
     ece = {a: mean(lambda s, a=a: s["arms"][a]["ece"]) for a in ARMS}
-    d1, se1 = mean(lambda s: s["c1_diff"]), _se([s["c1_se"] for s in seeds])
+    # the stronger token-KD reading, chosen on validation accuracy (the test split decides nothing)
+    val_acc = {a: mean(lambda s, a=a: s["arms"][a]["val_acc"]) for a in KD_ARMS}
+    kd = max(KD_ARMS, key=lambda a: val_acc[a])
+    d1, se1 = mean(lambda s: s["c1"][kd]["diff"]), _se([s["c1"][kd]["se"] for s in seeds])
+    other = next(a for a in KD_ARMS if a != kd)
+    d_o, se_o = mean(lambda s: s["c1"][other]["diff"]), _se([s["c1"][other]["se"] for s in seeds])
     c1 = Claim(
         "C1",
         "ODD beats token-level KD (pass-1 test accuracy)",
         "42.89 vs 37.58",
         {
             "ODD": round(100 * acc["odd"], 2),
-            "token-KD": round(100 * acc["token_kd"], 2),
+            "token-KD": round(100 * acc[kd], 2),
             "diff": round(100 * d1, 2),
             "SE": round(100 * se1, 2),
+            "SFT": round(100 * acc["sft"], 2),
         },
         bool(d1 >= 0.01 and d1 > 2 * se1),
-        "mean acc(ODD) - acc(token-KD) >= 1.0 point and > 2 paired-bootstrap SEs",
-        f"{n} seed(s) x {int(cfg.data.n_test)} test items; SFT {100 * acc['sft']:.2f}",
+        "mean acc(ODD) - acc(token-KD) >= 1.0 point and > 2 paired-bootstrap SEs, against the stronger token-KD "
+        "reading (higher validation accuracy)",
+        f"token-KD = {ARM_NAMES[kd]} (val acc {100 * val_acc[kd]:.2f} vs {100 * val_acc[other]:.2f}); "
+        f"{ARM_NAMES[other]}: {100 * acc[other]:.2f}, ODD - it = {100 * d_o:.2f} (SE {100 * se_o:.2f}); "
+        f"{n} seed(s) x {int(cfg.data.n_test)} test items",
     )
     t_acc, b_acc = mean(lambda s: s["teacher_acc"]), mean(lambda s: s["bayes_acc"])
     c2 = Claim(
@@ -150,13 +165,13 @@ def _claims(cfg: Any, seeds: list[dict[str, Any]]) -> list[Claim]:
         "ODD lowers calibration error (before temperature scaling)",
         "qualitative (lower ECE)",
         {"ECE-15 x100": {a: round(100 * ece[a], 2) for a in ARMS}},
-        bool(ece["odd"] < min(ece["sft"], ece["token_kd"])),
-        "ECE(ODD) < min(ECE(SFT), ECE(token-KD)), mean over seeds",
+        bool(ece["odd"] < min(ece["sft"], ece[kd])),
+        f"ECE(ODD) < min(ECE(SFT), ECE(token-KD)), mean over seeds; token-KD = {kd} (as in C1)",
         f"confidence - accuracy x100: {gaps}; Bayes ECE x100 {100 * mean(lambda s: s['bayes_ece']):.2f} "
         "(finite-sample floor; expected not to hold: SFT's optimum is the calibrated posterior)",
     )
     rows = [r for s in seeds for r in s["route"]["rows"]]
-    keys = ("random", "entropy", "converged_vs_entropy")
+    keys = ("random", "entropy", "official_vs_entropy")
     adv = {k: float(np.mean([np.mean(s["route"]["per_item"][k]) for s in seeds])) for k in keys}
     ses = {}
     for k in keys:
@@ -187,10 +202,11 @@ def _claims(cfg: Any, seeds: list[dict[str, Any]]) -> list[Claim]:
         },
         bool(holds4),
         "mean advantage over budgets and seeds > 2 SEs vs random and > -1 paired SE vs entropy-only",
-        "router = Lagrangian policy on [p_max, margin, H, rho]; random = the router's decisions dealt to random "
-        "items (same realised cost); entropy-only = one entropy threshold (HR, then HR+tmRAG past cost 0.5); "
-        f"extra arm, gain models fitted to convergence: {100 * adv['converged_vs_entropy']:+.2f} "
-        f"(SE {100 * ses['converged_vs_entropy']:.2f}) vs entropy-only",
+        "router = Lagrangian policy on [p_max, margin, H, rho], gain models on standardised features fitted to "
+        "convergence; random = the router's decisions dealt to random items (same realised cost); entropy-only = "
+        "one entropy threshold (HR, then HR+tmRAG past cost 0.5); extra arm, the official fit (AdamW 80 epochs, "
+        f"raw features): {100 * adv['official_vs_entropy']:+.2f} (SE {100 * ses['official_vs_entropy']:.2f}) vs "
+        "entropy-only",
     )
     ior_g = mean(lambda s: s["c5"]["ior_generation"])
     ior_s = mean(lambda s: s["c5"]["ior_scorer"])
@@ -216,6 +232,10 @@ def _claims(cfg: Any, seeds: list[dict[str, Any]]) -> list[Claim]:
 
 
 def run(cfg: Any, ctx: Any) -> Results:
+    if str(cfg.scale.name) == "real":
+        from .real import run as run_real
+
+        return run_real(cfg, ctx)
     from .figures import frontier_figure, reliability_figure
     from .reference import reference_text
 

@@ -16,6 +16,7 @@ Policy (budget B includes the pass-1 cost 1.0):
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from iclr26_core.errors import UserError
 from .features import FEATURES
 
 POLICIES = ("lagrangian", "greedy")
+SOLVERS = ("newton", "adamw")
 ROUTER_FEATURES = ("p_max", "margin", "entropy", "rho")
 
 
@@ -93,13 +95,17 @@ class BudgetRouter:
         *,
         features: Sequence[str] = ROUTER_FEATURES,
         weights: dict[str, float] | None = None,
+        solver: str = "newton",
         epochs: int = 80,
         lr: float = 1e-2,
+        ridge: float = 1e-4,
         max_rounds: int = 2,
         seed: int = 0,
     ) -> None:
         if budget < 1.0:
             raise UserError(f"budget must be >= 1.0 (it includes the pass-1 cost of 1.0), got {budget}")
+        if solver not in SOLVERS:
+            raise UserError(f"unknown solver {solver!r}; choose one of {', '.join(SOLVERS)}")
         if policy not in POLICIES:
             raise UserError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
         unknown = [f for f in features if f not in FEATURES]
@@ -111,7 +117,11 @@ class BudgetRouter:
         self.feature_names = list(features)
         self.columns = [FEATURES.index(f) for f in features]
         self.weights = {a.name: float((weights or {}).get(a.name, 1.0)) for a in self.actions}
+        self.solver, self.ridge = solver, float(ridge)
         self.epochs, self.lr, self.max_rounds, self.seed = int(epochs), float(lr), int(max_rounds), int(seed)
+        # g = σ(((x − mean) / scale)·w + b); mean 0 / scale 1 for the official (unstandardised) fit
+        self.mean = torch.zeros(len(self.columns))
+        self.scale = torch.ones(len(self.columns))
         self.w = torch.zeros(len(self.actions), len(self.columns))
         self.b = torch.zeros(len(self.actions))
         self.tau = 0.0
@@ -141,21 +151,35 @@ class BudgetRouter:
             raise UserError(
                 f"gain labels must be [N={x.shape[0]}, A={len(self.actions)}], got {tuple(y.shape)}"
             )
+        never = [n for j, n in enumerate(self.names) if not bool(y[:, j].any())]
+        if len(never) == len(self.names):
+            warnings.warn(
+                f"no action ever fixes pass-1 on the {x.shape[0]} fitting items (every gain label is 0): the "
+                "router predicts no gain and will not spend extra cost; check the validation logs",
+                UserWarning,
+                stacklevel=2,
+            )
+        elif never:
+            warnings.warn(
+                f"action(s) {never} never fix pass-1 on the {x.shape[0]} fitting items: gain 0, never triggered",
+                UserWarning,
+                stacklevel=2,
+            )
+        if self.solver == "newton":
+            self.mean = x.mean(0)
+            self.scale = x.std(0).clamp_min(1e-6)
+            z = (x - self.mean) / self.scale
+        else:
+            self.mean, self.scale, z = torch.zeros(x.shape[1]), torch.ones(x.shape[1]), x
         gen = torch.Generator().manual_seed(self.seed)
-        for j in range(len(self.actions)):
-            lin = torch.nn.Linear(x.shape[1], 1)
-            with torch.no_grad():  # nn.Linear's default init, drawn from our own generator
-                bound = 1.0 / x.shape[1] ** 0.5
-                lin.weight.uniform_(-bound, bound, generator=gen)
-                lin.bias.uniform_(-bound, bound, generator=gen)
-            opt = torch.optim.AdamW(lin.parameters(), lr=self.lr, weight_decay=0.0)
-            for _ in range(self.epochs):
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(lin(x)[:, 0], y[:, j])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            self.w[j] = lin.weight.detach()[0]
-            self.b[j] = lin.bias.detach()[0]
+        for j, name in enumerate(self.names):
+            if name in never:
+                self.w[j], self.b[j] = 0.0, float("-inf")
+            elif self.solver == "newton":
+                self.w[j], self.b[j] = _newton_logistic(z, y[:, j], self.ridge)
+            else:
+                self.w[j], self.b[j] = _adamw_logistic(z, y[:, j], self.epochs, self.lr, gen)
+        self.info["never_fixes"] = never
         self.fitted = True
         return self
 
@@ -163,7 +187,7 @@ class BudgetRouter:
         """g_a(f) for every item and action: [N, A]."""
         if not self.fitted:
             raise UserError("the router is not fitted (call fit or load a router)")
-        x = _features(features, self.columns)
+        x = (_features(features, self.columns) - self.mean) / self.scale
         return torch.sigmoid(x @ self.w.T + self.b)
 
     # -------------------------------------------------------------------------------------- policy
@@ -191,7 +215,7 @@ class BudgetRouter:
         rows = torch.arange(util.shape[0])
         for r in range(util.shape[1]):
             j = order[:, r]
-            ok = (util[rows, j] >= tau) & (spent + costs[j] <= spare)
+            ok = (util[rows, j] >= tau) & (util[rows, j] > 0) & (spent + costs[j] <= spare)
             taken[rows[ok], j[ok]] = True
             spent = spent + torch.where(ok, costs[j], torch.zeros_like(spent))
         names = self.names
@@ -210,7 +234,7 @@ class BudgetRouter:
                     continue
                 if float(util[j]) > best_u:
                     best, best_u = j, float(util[j])
-            if best is None or best_u < tau:
+            if best is None or best_u < tau or best_u <= 0:
                 break
             chosen.append(self.names[best])
             spent += self.actions[best].cost
@@ -250,6 +274,13 @@ class BudgetRouter:
             else:
                 hi = mid
         assert best is not None
+        if best[1] < target_cost - tol:
+            warnings.warn(
+                f"target extra cost {target_cost:g} is not reached on the tuning data (realised {best[1]:.3f}): "
+                "the gain models predict too little gain; the router spends less",
+                UserWarning,
+                stacklevel=2,
+            )
         self.tau = best[0]
         self.info.update(target_cost=float(target_cost), tuned_cost=best[1], tau=best[0])
         return self.tau
@@ -264,7 +295,8 @@ class BudgetRouter:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         tmp = d / ".router.safetensors.tmp"
-        save_file({"w": self.w.contiguous(), "b": self.b.contiguous()}, str(tmp))
+        tensors = {"w": self.w, "b": self.b, "mean": self.mean, "scale": self.scale}
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp))
         tmp.replace(d / "router.safetensors")
         write_json(
             d / "router.json",
@@ -272,6 +304,7 @@ class BudgetRouter:
                 "actions": [{"name": a.name, "cost": a.cost} for a in self.actions],
                 "budget": self.budget,
                 "policy": self.policy,
+                "solver": self.solver,
                 "features": self.feature_names,
                 "weights": self.weights,
                 "tau": self.tau,
@@ -301,7 +334,47 @@ class BudgetRouter:
         if tensors["w"].shape != router.w.shape:
             raise UserError(f"router weights in {str(d)!r} do not match its router.json")
         router.w, router.b = tensors["w"], tensors["b"]
+        router.mean = tensors.get("mean", torch.zeros(len(router.columns)))
+        router.scale = tensors.get("scale", torch.ones(len(router.columns)))
+        router.solver = meta.get("solver", "adamw")
         router.tau = float(meta.get("tau", 0.0))
         router.info = meta.get("info", {})
         router.fitted = True
         return router
+
+
+def _newton_logistic(
+    x: torch.Tensor, y: torch.Tensor, ridge: float, iters: int = 100
+) -> tuple[torch.Tensor, float]:
+    """Logistic regression to convergence: Newton steps on mean log-loss + ridge/2·|w|² (bias unpenalised)."""
+    n, d = x.shape
+    a = torch.cat([x.double(), torch.ones(n, 1, dtype=torch.float64)], 1)
+    t = y.double()
+    theta = torch.zeros(d + 1, dtype=torch.float64)
+    reg = torch.full((d + 1,), ridge, dtype=torch.float64)
+    reg[-1] = 0.0
+    for _ in range(iters):
+        p = torch.sigmoid(a @ theta)
+        grad = a.T @ (p - t) / n + reg * theta
+        hess = (a.T * (p * (1 - p))) @ a / n + torch.diag(reg) + 1e-10 * torch.eye(d + 1, dtype=torch.float64)
+        step = torch.linalg.solve(hess, grad)
+        theta = theta - step
+        if float(step.abs().max()) < 1e-10:
+            break
+    return theta[:d].float(), float(theta[d])
+
+
+def _adamw_logistic(x: torch.Tensor, y: torch.Tensor, epochs: int, lr: float, gen: torch.Generator):
+    """The official fit: nn.Linear's default init, AdamW (weight decay 0), ``epochs`` full-batch steps."""
+    lin = torch.nn.Linear(x.shape[1], 1)
+    with torch.no_grad():  # nn.Linear's default init, drawn from our own generator
+        bound = 1.0 / x.shape[1] ** 0.5
+        lin.weight.uniform_(-bound, bound, generator=gen)
+        lin.bias.uniform_(-bound, bound, generator=gen)
+    opt = torch.optim.AdamW(lin.parameters(), lr=lr, weight_decay=0.0)
+    for _ in range(epochs):
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(lin(x)[:, 0], y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return lin.weight.detach()[0], float(lin.bias.detach()[0])

@@ -127,6 +127,19 @@ def shared_prompt_logprobs(
     return res
 
 
+def _batch_extras(extras: list[dict[str, Any]], lengths: list[int]) -> dict[str, torch.Tensor]:
+    """The processor's other outputs for the K joint sequences as one batch: image tensors concatenated;
+    per-token tensors ([1, L_k], e.g. ``mm_token_type_ids``) right-padded with 0 like the input ids."""
+    width = max(lengths)
+    out = {}
+    for key in extras[0]:
+        rows = [x[key] for x in extras]
+        if all(r.dim() == 2 and r.shape == (1, n) for r, n in zip(rows, lengths, strict=True)):
+            rows = [torch.nn.functional.pad(r, (0, width - r.shape[1])) for r in rows]
+        out[key] = torch.cat(rows)
+    return out
+
+
 def load_image(image: Any) -> Any:
     """A PIL image from a path (``None`` and image objects pass through); a missing file is a `UserError`."""
     if image is None or not isinstance(image, str):
@@ -307,8 +320,9 @@ class OptionScorer:
             option_ids.append(joint_ids[n0:])
             texts.append(joint[len(prompt) :] if joint.startswith(prompt) else opt)
             extras.append({k: v for k, v in e.items() if k not in ("input_ids", "attention_mask")})
-        extra = {k: torch.cat([x[k] for x in extras]) for k in extras[0]}
-        return Encoded(prompt_ids, option_ids, texts, extra)
+        return Encoded(
+            prompt_ids, option_ids, texts, _batch_extras(extras, [n0 + len(o) for o in option_ids])
+        )
 
     # ---------------------------------------------------------------------------------------- scoring
     def adjust(self, raw: torch.Tensor, enc: Encoded) -> torch.Tensor:

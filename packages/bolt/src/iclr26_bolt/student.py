@@ -3,11 +3,14 @@
 * ``"odd"``: the option-level decision distillation loss on the student's option scores (`odd_loss`).
 * ``"sft"``: next-token CE on the gold option's tokens (``loss_on="answer"``).
 * ``"token_kd"``: next-token CE on ``prompt + teacher's argmax option``, over prompt and answer tokens
-  (``loss_on="all"``; our reading of the paper's token-level KD baseline).
+  (``loss_on="all"``; one reading of the paper's token-level KD baseline);
+* ``"token_kd_answer"``: the same teacher labels with the loss on the answer tokens only (the other reading).
+  The paper does not say which; the official code has no token-KD baseline. C1 is decided against the stronger.
 
 Each optimizer step takes ``batch_size`` items (the paper's batch 1 × 8 accumulation is the same gradient as a
 batch of 8 items); the batch of step s is a pure function of (seed, s), so arms trained with the same seed see
-the same items in the same order.
+the same items in the same order. The learning rate is constant by default, as in the official training script
+(AdamW at a fixed lr, no scheduler); ``schedule="cosine"`` uses the core's warmup + cosine decay.
 """
 
 from __future__ import annotations
@@ -24,8 +27,16 @@ from .odd import odd_loss
 from .scorer import Encoded, shared_prompt_logprobs
 from .token_kd import token_ce_loss
 
-ARMS = ("odd", "sft", "token_kd")
-# token-level arms: (target, loss_on); "token_kd_answer" is a diagnostic (teacher labels, answer-only loss)
+ARMS = ("odd", "sft", "token_kd", "token_kd_answer")
+KD_ARMS = ("token_kd", "token_kd_answer")  # the two readings of the paper's token-level KD baseline
+ARM_NAMES = {
+    "odd": "ODD",
+    "sft": "SFT",
+    "token_kd": "token-KD (all tokens)",
+    "token_kd_answer": "token-KD (answer)",
+}
+SCHEDULES = ("constant", "cosine")
+# token-level arms: (target, loss_on)
 TOKEN_ARMS = {
     "sft": ("gold", "answer"),
     "token_kd": ("teacher", "all"),
@@ -44,6 +55,7 @@ class ArmConfig:
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     warmup_steps: int = 0
+    schedule: str = "constant"  # the official script: AdamW at a constant lr; "cosine": the core's schedule
     lambda_kl: float = 1.0
     lambda_ce: float = 0.1
     label_smoothing: float = 0.0
@@ -100,6 +112,8 @@ def train_student(
 
     if cfg.arm != "odd" and cfg.arm not in TOKEN_ARMS:
         raise UserError(f"unknown arm {cfg.arm!r}; choose one of odd, {', '.join(TOKEN_ARMS)}")
+    if cfg.schedule not in SCHEDULES:
+        raise UserError(f"unknown schedule {cfg.schedule!r}; choose one of {', '.join(SCHEDULES)}")
     if cfg.arm != "sft" and teacher_probs is None:
         raise UserError(f"arm {cfg.arm!r} needs the teacher's probabilities")
     n = len(encoded)
@@ -128,4 +142,6 @@ def train_student(
         answers = [e.option_ids[targets[i]] for e, i in zip(encs, rows, strict=True)]
         return token_ce_loss(m, prompts, answers, loss_on=loss_on, pad_id=pad_id)
 
-    return train_lm(model, None, cfg=tcfg, loss_fn=loss_fn, batches=batches, on_step=on_step)
+    constant = (lambda s: 1.0) if cfg.schedule == "constant" else None
+    return train_lm(model, None, cfg=tcfg, loss_fn=loss_fn, batches=batches, lr_schedule=constant,
+                    on_step=on_step)  # fmt: skip
