@@ -19,12 +19,32 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context-key", required=True, help="obs column of the shared context (e.g. guide)")
     p.add_argument("--out", required=True, help="new checkpoint directory (model + train_log.csv)")
     p.add_argument("--steps", type=int, default=1000, help="training steps (default 1000)")
-    p.add_argument("--documents", type=int, default=8, help="documents per batch G (default 8)")
-    p.add_argument("--cells-per-document", type=int, default=8, help="cells per modality S (default 8)")
-    p.add_argument("--patch-size", type=int, default=4, help="image patch side (default 4)")
-    p.add_argument("--hidden-size", type=int, default=64, help="width D (default 64)")
-    p.add_argument("--likelihood", choices=["nb", "mse"], default="nb", help="expression loss (default nb)")
-    p.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate (default 1e-3)")
+    p.add_argument("--documents", type=int, default=16, help="documents per batch G (default 16)")
+    p.add_argument("--cells-per-document", type=int, default=16, help="cells per modality S (default 16)")
+    m = p.add_argument_group(
+        "model (defaults: the paper's L = 8 and mask ratio 0.75; the rest are the documented paper-scale "
+        "defaults of scale=paper, not stated by the paper)"
+    )
+    m.add_argument("--n-latents", type=int, default=8, help="latent tokens per cell L (paper: 8)")
+    m.add_argument("--mask-ratio", type=float, default=0.75, help="masked fraction of tokens (paper: 0.75)")
+    m.add_argument("--patch-size", type=int, default=16, help="image patch side (default 16)")
+    m.add_argument("--hidden-size", type=int, default=384, help="width D (default 384)")
+    m.add_argument("--num-heads", type=int, default=6, help="attention heads (default 6)")
+    m.add_argument("--image-layers", type=int, default=6, help="ViT blocks of the image encoder (default 6)")
+    m.add_argument("--perceiver-rounds", type=int, default=2, help="Perceiver rounds (default 2)")
+    m.add_argument("--mst-layers", type=int, default=4, help="Multimodal Set Transformer blocks (default 4)")
+    m.add_argument("--decoder-layers", type=int, default=2, help="image decoder blocks (default 2)")
+    p.add_argument(
+        "--likelihood",
+        choices=["nb", "mse"],
+        default="nb",
+        help="expression loss (default nb, needs counts; mse also takes log-normalised X)",
+    )
+    p.add_argument("--lr", type=float, default=3e-4, help="AdamW learning rate (default 3e-4)")
+    p.add_argument("--weight-decay", type=float, default=0.05, help="AdamW weight decay (default 0.05)")
+    p.add_argument(
+        "--warmup", type=int, default=50, help="linear warm-up steps before the cosine schedule (default 50)"
+    )
     p.add_argument("--permute", action="store_true", help="train the permuted-document control")
     p.add_argument(
         "--pair-key",
@@ -39,7 +59,11 @@ def _embed_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="checkpoint directory written by `train`")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--images", help="image array (n, C, H, W): .npy or .zarr")
-    g.add_argument("--expression", help="AnnData .h5ad")
+    g.add_argument("--expression", help="AnnData .h5ad (cell ids: its obs names)")
+    p.add_argument("--image-obs", default=None, help="CSV with one row per image cell, for the cell ids")
+    p.add_argument(
+        "--id-key", default="cell_id", help="column of --image-obs holding the ids (default cell_id)"
+    )
     p.add_argument("--out", required=True, help="output .npz (embeddings, cell ids)")
 
 

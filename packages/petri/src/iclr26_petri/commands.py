@@ -31,7 +31,7 @@ def train(args) -> int:
     obs = read_obs(args.image_obs, [args.context_key], "image")
     if len(obs) != len(images):
         raise UserError(f"{args.image_obs} has {len(obs)} rows but the images hold {len(images)} cells")
-    counts, eobs = read_counts(args.expression)
+    counts, eobs, kind = read_counts(args.expression, lognorm_ok=args.likelihood == "mse")
     if args.context_key not in eobs.columns:
         raise UserError(
             f"obs column {args.context_key!r} missing in {args.expression} (columns: {list(eobs.columns)})"
@@ -49,26 +49,30 @@ def train(args) -> int:
         )
     if args.likelihood == "nb":
         check_counts(torch.as_tensor(counts))
+    if kind == "lognorm":
+        _say("expression X is not integer counts: used as log-normalised values (likelihood mse)")
+    if images.shape[-1] != images.shape[-2]:
+        raise UserError(f"images must be square, got {images.shape[-2]}x{images.shape[-1]}")
     mean, std = channel_stats(images)
-    heads = 2 if args.hidden_size % 2 == 0 else 1
     cfg = PetriConfig(
         n_channels=images.shape[1],
         image_size=images.shape[-1],
         patch_size=args.patch_size,
         n_genes=counts.shape[1],
         hidden_size=args.hidden_size,
-        num_heads=heads,
-        image_layers=2,
-        n_latents=4,
-        mst_layers=2,
-        dec_depth=1,
+        num_heads=args.num_heads,
+        image_layers=args.image_layers,
+        n_latents=args.n_latents,
+        perceiver_rounds=args.perceiver_rounds,
+        mst_layers=args.mst_layers,
+        dec_depth=args.decoder_layers,
+        mask_ratio=args.mask_ratio,
         likelihood=args.likelihood,
+        expression_input=kind,
         image_mean=mean,
         image_std=std,
         pair_slots=args.cells_per_document if pairs else 0,
     )
-    if images.shape[-1] != images.shape[-2]:
-        raise UserError(f"images must be square, got {images.shape[-2]}x{images.shape[-1]}")
     model = PetriModel(cfg)
     from iclr26_core.cli import progress
 
@@ -82,6 +86,8 @@ def train(args) -> int:
         documents=args.documents,
         cells_per_document=args.cells_per_document,
         lr=args.lr,
+        weight_decay=args.weight_decay,
+        warmup=args.warmup,
         permute=args.permute,
         seed=args.seed,
         progress=lambda it, total: progress(it, total=total, desc="train"),
@@ -90,6 +96,8 @@ def train(args) -> int:
     with staged_dir(final) as tmp:
         model.save_pretrained(tmp)
         atomic_write_text(tmp / "train_log.csv", pd.DataFrame(log).to_csv(index=False))
+        keys = ("steps", "documents", "cells_per_document", "lr", "weight_decay", "warmup", "permute", "seed")
+        write_json(tmp / "train_args.json", {k: getattr(args, k) for k in keys})
     _say(f"wrote {final} (final loss {log[-1]['loss']:.4f})")
     return 0
 
@@ -138,17 +146,34 @@ def embed(args) -> int:
                 f"images have shape {x.shape[1:]}, the model expects "
                 f"{(model.config.n_channels, model.config.image_size, model.config.image_size)}"
             )
-        emb, ids = embed_fn(model, images=x), np.arange(len(x)).astype(str)
+        ids = _image_ids(args, len(x))
+        emb = embed_fn(model, images=x)
     else:
-        counts, eobs = read_counts(args.expression)
+        counts, eobs, kind = read_counts(args.expression, lognorm_ok=True)
+        if kind != model.config.expression_input:
+            raise UserError(
+                f"{args.expression} holds {kind} values but the model was trained on "
+                f"{model.config.expression_input}"
+            )
         if counts.shape[1] != model.config.n_genes:
             raise UserError(f"{counts.shape[1]} genes, the model expects {model.config.n_genes}")
-        emb, ids = embed_fn(model, counts=counts), eobs["cell_id"].astype(str).to_numpy()
+        emb, ids = embed_fn(model, counts=counts), eobs["cell_id"].to_numpy(dtype=str)
     tmp = out.with_name(out.name + ".tmp.npz")
     np.savez(tmp, embeddings=emb.numpy(), cell_id=ids)
     tmp.replace(out)
     _say(f"wrote {out} ({emb.shape[0]} x {emb.shape[1]})")
     return 0
+
+
+def _image_ids(args, n: int) -> np.ndarray:
+    """The image cells' ids: column ``--id-key`` of ``--image-obs``; row numbers (said once) without it."""
+    if not args.image_obs:
+        _say("no --image-obs: the cell ids written are row numbers")
+        return np.arange(n).astype(str)
+    obs = read_obs(args.image_obs, [args.id_key], "image")
+    if len(obs) != n:
+        raise UserError(f"{args.image_obs} has {len(obs)} rows but the images hold {n} cells")
+    return obs[args.id_key].to_numpy(dtype=str)
 
 
 def profile(args) -> int:
@@ -191,9 +216,15 @@ def profile(args) -> int:
         if positives:
             r = relationship_recall(prof.genes[m], positives)
             metrics[m].update(tpr_at_5pct_fpr=r.tpr, auc=r.auc)
+    if args.gene_key is None and any(np.isnan(v["gc_fraction"]) for v in metrics.values()):
+        metrics["note"] = (
+            "gc_fraction is nan: without --gene-key every context is its own gene, and guide consistency needs "
+            "genes with >= 2 guides (give --gene-key)"
+        )
+        _say(metrics["note"])
     with staged_dir(final) as tmp:
         for m, g in guides.items():
             atomic_write_text(tmp / f"profiles_{m}.csv", g.to_csv())
         write_json(tmp / "metrics.json", metrics)
-    _say(f"wrote {final}: " + "; ".join(f"{m} GC {v['gc_fraction']:.3f}" for m, v in metrics.items()))
+    _say(f"wrote {final}: " + "; ".join(f"{m} GC {metrics[m]['gc_fraction']:.3f}" for m in guides))
     return 0

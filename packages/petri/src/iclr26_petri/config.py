@@ -18,7 +18,9 @@ class PetriConfig(PretrainedConfig):
     ``n_latents`` tokens of width ``hidden_size``. ``mst_layers`` pre-LN blocks of the Multimodal Set Transformer
     attend across the 2*S*L tokens of a document; ``mst_layers = 0`` is the no-fusion ablation.
     ``likelihood``: ``"nb"`` (negative binomial on counts, scVI-style mean, *inferred*) or ``"mse"`` (on
-    log1p-normalised input). ``image_mean``/``image_std``: per-channel training statistics used to z-score
+    log1p-normalised input). ``expression_input``: ``"counts"`` (raw counts; the encoder sees log1p(x), or
+    log1p(1e4·x/ℓ) with ``mse``) or ``"lognorm"`` (the values are already log-normalised and used as they are;
+    ``mse`` only). ``image_mean``/``image_std``: per-channel training statistics used to z-score
     image inputs and targets (revised spec). ``modality_embedding``: a learned modality vector added before the
     MST (*inferred*). ``w_image``/``w_expression``: loss weights (1 each, *inferred*). ``pair_slots`` (extension,
     not in the paper): > 0 adds a learned embedding per document slot (up to ``pair_slots`` slots) to both cells of
@@ -49,6 +51,7 @@ class PetriConfig(PretrainedConfig):
         image_mean: list[float] | None = None,
         image_std: list[float] | None = None,
         pair_slots: int = 0,
+        expression_input: str = "counts",
         **kwargs,
     ) -> None:
         self.n_channels = n_channels
@@ -71,6 +74,7 @@ class PetriConfig(PretrainedConfig):
         self.image_mean = list(image_mean) if image_mean is not None else [0.0] * n_channels
         self.image_std = list(image_std) if image_std is not None else [1.0] * n_channels
         self.pair_slots = pair_slots
+        self.expression_input = expression_input
         super().__init__(**kwargs)
 
     def validate(self) -> None:
@@ -85,6 +89,12 @@ class PetriConfig(PretrainedConfig):
             raise UserError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
         if self.likelihood not in ("nb", "mse"):
             raise UserError(f"likelihood must be 'nb' or 'mse', got {self.likelihood!r}")
+        if self.expression_input not in ("counts", "lognorm"):
+            raise UserError(f"expression_input must be 'counts' or 'lognorm', got {self.expression_input!r}")
+        if self.expression_input == "lognorm" and self.likelihood != "mse":
+            raise UserError(
+                "log-normalised expression needs likelihood='mse' (the NB likelihood needs counts)"
+            )
         if not 0.0 <= self.mask_ratio < 1.0:
             raise UserError(f"mask_ratio must be in [0, 1), got {self.mask_ratio}")
 

@@ -69,13 +69,13 @@ class PetriOutput(ModelOutput):
 
 
 def to_documents(x: torch.Tensor, n_docs: int) -> torch.Tensor:
-    """(G·S, L, D) -> (G, S·L, D), rows of one document contiguous."""
-    return x.reshape(n_docs, -1, x.shape[-1])
+    """(G·S, L, D) -> (G, S·L, D), rows of one document contiguous (S = 0 gives (G, 0, D))."""
+    return x.reshape(n_docs, (x.shape[0] // n_docs) * x.shape[1], x.shape[-1])
 
 
 def from_documents(x: torch.Tensor, n_latents: int) -> torch.Tensor:
     """(G, S·L, D) -> (G·S, L, D), the inverse of `to_documents`."""
-    return x.reshape(-1, n_latents, x.shape[-1])
+    return x.reshape(x.shape[0] * x.shape[1] // n_latents, n_latents, x.shape[-1])
 
 
 class PetriModel(PreTrainedModel):
@@ -137,7 +137,10 @@ class PetriModel(PreTrainedModel):
         return (images - mean) / std
 
     def expression_input(self, counts: torch.Tensor, library: torch.Tensor | None = None) -> torch.Tensor:
-        """log1p(counts) with ``likelihood="nb"``; log1p(1e4·x/ℓ) (log-normalised) with ``"mse"``."""
+        """log1p(counts) with ``likelihood="nb"``; log1p(1e4·x/ℓ) (log-normalised) with ``"mse"``; the values
+        unchanged when they are already log-normalised (``expression_input="lognorm"``)."""
+        if self.config.expression_input == "lognorm":
+            return counts
         if self.config.likelihood == "mse":
             lib = counts.sum(-1, keepdim=True) if library is None else library[..., None]
             return torch.log1p(1e4 * counts / lib.clamp_min(1.0))

@@ -18,6 +18,7 @@ def _train_and_evaluate(job: dict) -> dict:
     from .embedding import embed, embed_documents
     from .experiment import c1_gap, train_arm
     from .model import PetriModel
+    from .probe import cross_modal_probe
     from .sae import multimodal_dims
 
     cfg, test, c1_docs = job["cfg"], job["test"], job["c1_docs"]
@@ -27,6 +28,7 @@ def _train_and_evaluate(job: dict) -> dict:
     model.eval()
     res = dict(job_id=job["job_id"], seed=r["seed"], permute=r["permute"], log=r["log"], gaps=r["gaps"])
     res["c1"] = c1_gap(model, test, c1_docs, seed=r["seed"]) if c1_docs else None
+    res["probe"] = cross_modal_probe(model, test, c1_docs, seed=r["seed"]) if c1_docs else None
     with torch.no_grad():
         ei = embed(model, images=test.images).numpy()
         ee = embed(model, counts=test.counts).numpy()
@@ -120,6 +122,7 @@ def run(cfg, ctx) -> Results:
     from .data import synthetic_screen
     from .experiment import c1_documents
     from .figures import bodipy_figure, roc_figure
+    from .probe import guide_mean_headroom, probe_rows
 
     if cfg.get("steps"):
         cfg.train.steps = int(cfg.steps)
@@ -138,6 +141,10 @@ def run(cfg, ctx) -> Results:
         f"{train.image_obs['guide'].nunique()} guides"
     )
     c1_docs = c1_documents(test, cfg.c1.documents, cfg.train.cells_per_document, cfg.c1.min_effect)
+    m = cfg.model
+    headroom = c1_docs and guide_mean_headroom(
+        train, test, c1_docs, patch=m.patch_size, mask_ratio=m.mask_ratio
+    )
     early: dict = {}
 
     def meanwhile() -> None:  # the baselines that need no trained PETRI, while the workers train
@@ -152,7 +159,12 @@ def run(cfg, ctx) -> Results:
         peers["scvi"] = early["scvi"]
         ctx.log(f"scVI on expression: {_fmt(peers['scvi'])}")
     results = _claims(cfg, ctx, arms, late, peers, bodipy_figure, roc_figure)
+    results.claims += probe_rows(cfg, arms, headroom) if headroom else []
     results.metrics["peers"] = peers
+    results.metrics["probe"] = {
+        "headroom": headroom,
+        **{arm: [r["probe"] for r in rs] for arm, rs in arms.items()},
+    }
     sweep = cfg.get("sweep") or {}
     if sweep.get("S") or sweep.get("mask"):
         from .sweep import sensitivity

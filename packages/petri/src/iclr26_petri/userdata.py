@@ -37,8 +37,14 @@ def read_obs(path: str, columns: list[str | None], what: str) -> pd.DataFrame:
     return obs
 
 
-def read_counts(path: str) -> tuple[np.ndarray, pd.DataFrame]:
-    """Counts (n, genes) from ``layers['counts']`` or an integer ``X``; `UserError` when neither holds counts."""
+def _is_counts(x: np.ndarray) -> bool:
+    return not (np.any(x < 0) or np.any(x != np.round(x)))
+
+
+def read_counts(path: str, lognorm_ok: bool = False) -> tuple[np.ndarray, pd.DataFrame, str]:
+    """The expression matrix (n, genes), its obs (cell ids in column ``cell_id``) and its kind: ``"counts"``
+    from ``layers['counts']`` or an integer ``X``; with ``lognorm_ok`` a non-integer ``X`` (and no counts layer)
+    is taken as log-normalised values, ``"lognorm"``. Otherwise `UserError` when nothing holds counts."""
     if not Path(path).exists():
         raise UserError(f"expression file not found: {path}")
     import anndata as ad
@@ -47,6 +53,17 @@ def read_counts(path: str) -> tuple[np.ndarray, pd.DataFrame]:
     x = a.layers.get("counts", a.X)
     x = x.toarray() if hasattr(x, "toarray") else np.asarray(x)
     x = x.astype(np.float64)
-    if "counts" not in a.layers and (np.any(x < 0) or np.any(x != np.round(x))):
-        raise UserError(f"{path}: no counts (no layers['counts'] and X is not non-negative integers)")
-    return x.astype(np.float32), a.obs.reset_index(names="cell_id")
+    kind = "counts"
+    if "counts" not in a.layers and not _is_counts(x):
+        if not lognorm_ok:
+            raise UserError(
+                f"{path}: no counts (no layers['counts'] and X is not non-negative integers); "
+                "for log-normalised X use --likelihood mse"
+            )
+        if not np.isfinite(x).all():
+            raise UserError(f"{path}: X holds NaN or infinite values")
+        kind = "lognorm"
+    obs = a.obs.copy()
+    if "cell_id" not in obs.columns:
+        obs.insert(0, "cell_id", a.obs_names.astype(str))
+    return x.astype(np.float32), obs.reset_index(drop=True), kind
