@@ -99,7 +99,7 @@ def _ahead(
     return Claim(cid, text, paper, _gap_text(acc.mean(a), acc.mean(b)), holds, rule, note)
 
 
-def planted(acc: Accuracies, base: dict[str, Any], margin: float) -> Claim:
+def planted(acc: Accuracies, base: dict[str, Any], margin: float, share: str = "1/2") -> Claim:
     """The precondition of C1-C6: a model pretrained on the evaluated tasks themselves (P_direct, the same
     tokens as every arm) clearly beats the answer-prior baselines, on all problems and on the non-majority ones."""
     a, maj, chance = "P_direct->S_hq", float(base["majority"]), float(base["chance"])
@@ -112,7 +112,7 @@ def planted(acc: Accuracies, base: dict[str, Any], margin: float) -> Claim:
         f"acc {acc.mean(a):.3f}, non-majority {acc.rare_mean(a):.3f} vs majority {maj:.3f}, chance {chance:.3f}",
         all(ok),
         f"acc >= majority + {margin} and non-majority acc >= chance + {margin}, every pretraining seed",
-        f"P_direct = 2/3 pydoc + 1/3 the evaluated tasks (evaluation format, clean), then S_hq; per pretraining "
+        f"P_direct = general text + {share} the evaluated tasks (evaluation format, clean), then S_hq; per pretraining "
         f"seed acc / non-majority {seeds}",
     )
 

@@ -157,7 +157,9 @@ def run(cfg: Any, ctx: Any) -> Results:
     )
     runs = run_jobs(c, ctx)
     acc = Accuracies({p: r["arms"] for p, r in runs.items()}, int(c["sft_seeds"]))
-    found = [planted(acc, base, float(c["planted_margin"]))]
+    pw = c["pretrain"]
+    share = f"{int(pw['reasoning_weight'])}/{int(pw['reasoning_weight']) + int(pw['general_weight'])}"
+    found = [planted(acc, base, float(c["planted_margin"]), share)]
     found += claims(
         acc,
         float(c["margin"]),
