@@ -25,12 +25,19 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     m, claims = testing.check_smoke_report(
         smoke_run,
         "reasoning_data",
-        "C1 C2 C3 C4 C5 C6",
-        files=["arms.png", "families.png", "peers.md"],
+        "P1 C1 C2 C3 C4 C5 C6",
+        files=["arms.png", "arms.md", "families.png", "peers.md"],
         peer_claims={"V1": "trl", "V2": None, "V3": "datatrove", "V4": "lm_eval"},
     )
     acc = {a: v["per_pretrain_seed"][0] for a, v in m["accuracy"].items()}
+    rare = {a: v["non_majority"] for a, v in m["accuracy"].items()}
     by_id = {k: c["holds"] for k, c in claims.items()}
+    b = m["baselines"]
+    assert by_id["P1"] == (
+        acc["P_direct->S_hq"] >= b["majority"] + 0.1 and rare["P_direct->S_hq"] >= b["chance"] + 0.1
+    )
+    assert m["held_out"]["total"] == 0 and m["held_out"]["n_eval"] > 0  # measured, every source
+    assert "reason_direct" in m["held_out"]["overlap"] and "S_hq" in m["held_out"]["overlap"]
     # each verdict recomputed from the raw accuracies (one pretraining seed, one SFT seed at smoke)
     assert by_id["C1"] == (acc["P_div->S_hq"] >= acc["P0->S_hq"] + 0.03)
     assert by_id["C2"] == (acc["P0->S_move"] < acc["P_div->S_hq"])
@@ -68,38 +75,99 @@ def user_model(tmp_path_factory):
     return path
 
 
-def test_plan_generate_run_evaluate_on_a_saved_model(tmp_path, user_model):
-    plan = tmp_path / "plan.yaml"
-    res = testing.run_cli(main, testing.cli_args("plan", preset="smoke", out=plan))
-    assert res.code == 0, res.output
-    res = testing.run_cli(main, testing.cli_args("plan", check=plan, move="reasoning:1000:pretrain:sft"))
-    assert res.code == 0 and "sft:" in res.stdout, res.output
-    data = tmp_path / "data.jsonl"
-    res = testing.run_cli(main, testing.cli_args("generate", families="0,3", n=50, corrupt="0.2", out=data))
-    assert res.code == 0, res.output
-    rows = [json.loads(line) for line in data.read_text().splitlines()]
-    assert len(rows) == 50 and sum(r["corrupted"] for r in rows) == 10
-    assert all(r["text"] == r["prompt"] + r["answer"] and r["family"] in (0, 3) for r in rows)
-    out = tmp_path / "run"
-    with testing.torch_threads():
-        res = testing.run_cli(main, testing.cli_args("run", plan=plan, model=user_model, out=out))
-    assert res.code == 0, res.output
+def _readme_commands() -> list[list[str]]:
+    """The user verbs of the README's CLI block, as argv lists (reproduce excluded)."""
+    import shlex
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    block = text.split("## CLI", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    out = []
+    for line in block.splitlines():
+        argv = shlex.split(line, comments=True)
+        if argv and argv[0] == "iclr26-reasoning-data" and argv[1] != "reproduce":
+            out.append(argv[1:])
+    return out
+
+
+def _run_readme_flow(tmp_path, user_model, monkeypatch, small: bool):
+    """The README's commands in a fresh folder, with ./my-llama the user's model (``small``: the smoke plan and a
+    move that fits it; otherwise verbatim)."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(user_model, tmp_path / "my-llama")
+    commands = _readme_commands()
+    assert [c[0] for c in commands] == ["plan", "plan", "run", "generate", "generate", "evaluate"]
+    for argv in commands:
+        if small and argv[:2] == ["plan", "--out"]:
+            argv = [*argv, "--preset", "smoke"]
+        if small and "--move" in argv:
+            argv = [a.replace("200000", "2000") for a in argv]
+        if small and "--n" in argv:
+            argv = [a.replace("10000", "50") for a in argv]
+        if small and "--held-out" in argv:
+            argv = [a.replace("40", "10") for a in argv]
+        with testing.torch_threads():
+            res = testing.run_cli(main, argv)
+        assert res.code == 0, (argv, res.output)
+    for f in ("plan.yaml", "moved.yaml", "train.jsonl", "held_out.jsonl", "eval.json"):
+        assert (tmp_path / f).is_file(), f
     for f in (
         "tokens.json",
         "eval.json",
         "plan.yaml",
         "stages/pretrain/model.safetensors",
         "stages/sft/model.safetensors",
+        "stages/sft/tokenizer.json",
         "tokenizer/tokenizer.json",
     ):
-        assert (out / f).is_file(), f
-    assert set(json.loads((out / "eval.json").read_text())) == {"pretrain", "sft"}
-    ev = tmp_path / "eval.json"
-    with testing.torch_threads():
-        res = testing.run_cli(main, testing.cli_args("evaluate", model=user_model, data=data, out=ev))
+        assert (tmp_path / "arm" / f).is_file(), f
+    ev = json.loads((tmp_path / "arm" / "eval.json").read_text())
+    assert set(ev["stages"]) == {"pretrain", "sft"}
+    assert ev["held_out"]["total"] == 0 and ev["held_out"]["n_eval"] > 0
+    assert set(ev["held_out"]["overlap"]) == {"general", "reasoning", "sft"}
+    got = json.loads((tmp_path / "eval.json").read_text())
+    assert got["n"] == 8 * (10 if small else 40) and 0.0 <= got["mean"] <= 1.0
+    # the held-out file is the run's own evaluation set: the same problems, scored the same
+    assert got["mean"] == pytest.approx(ev["stages"]["sft"]["mean"])
+
+
+def test_readme_commands_on_a_saved_model(tmp_path, user_model, monkeypatch):
+    _run_readme_flow(tmp_path, user_model, monkeypatch, small=True)
+
+
+@pytest.mark.slow
+def test_readme_commands_verbatim(tmp_path, user_model, monkeypatch):
+    _run_readme_flow(tmp_path, user_model, monkeypatch, small=False)
+
+
+def test_plan_sources_resolve_against_the_plan_folder(tmp_path, monkeypatch):
+    """A relative file source is found next to the plan, whatever the working directory; evaluation problems
+    planted in it are dropped before training and the overlap left (0) is recorded; a plan written elsewhere
+    is rebased so that its sources still resolve."""
+    from iclr26_reasoning_data.commands import _eval_examples, example_plan, load_plan_sources
+    from iclr26_reasoning_data.plan import Plan
+    from iclr26_reasoning_data.tasks import ReasoningTasks
+
+    folder = tmp_path / "study"
+    folder.mkdir()
+    plan = example_plan("smoke")
+    ev = _eval_examples(plan.eval, None)
+    rows = [e.to_dict() for e in ReasoningTasks(seed=4).sample(40)] + [e.to_dict() for e in ev[:5]]
+    (folder / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    type(plan)(plan.stages, {**plan.sources, "sft": "mine.jsonl"}, plan.eval).to_yaml(folder / "plan.yaml")
+    monkeypatch.chdir(tmp_path)
+    loaded = Plan.from_yaml("study/plan.yaml")
+    sources, held = load_plan_sources(loaded, ev)
+    assert len(sources["sft"]) == 40 and held["removed"]["sft"] == 5 and held["total"] == 0
+    out = tmp_path / "elsewhere" / "moved.yaml"
+    out.parent.mkdir()
+    res = testing.run_cli(main, testing.cli_args("plan", check="study/plan.yaml", out=out))
     assert res.code == 0, res.output
-    got = json.loads(ev.read_text())
-    assert got["n"] == 50 and 0.0 <= got["mean"] <= 1.0
+    moved = Plan.from_yaml(out)
+    assert moved.sources["sft"] == "../study/mine.jsonl"
+    assert len(load_plan_sources(moved, ev)[0]["sft"]) == 40
 
 
 def test_bad_inputs_are_one_line(tmp_path, user_model):

@@ -63,3 +63,25 @@ def test_gains():
     g = gains(0.266, 0.209)
     assert g["abs"] == pytest.approx(0.057) and g["rel"] == pytest.approx(0.057 / 0.209)
     assert gains(0.2, 0.0)["rel"] is None
+
+
+def test_majority_answerer_scores_the_majority_baseline_and_nothing_on_the_rest():
+    """A model that always answers its family's majority answer: exact match = the majority baseline computed
+    by counting (independently), and 0 on the non-majority problems; an oracle scores 1 on those."""
+    from iclr26_reasoning_data.experiment import baselines
+    from iclr26_reasoning_data.tasks import make_example
+
+    tasks = ReasoningTasks([3, 4, 5, 6], holdout=20)
+    ev = tasks.eval_set(20, templates=[2])
+    base = baselines(tasks, ev)
+    majority = {int(f): a for f, a in base["majority_answer"].items()}
+    prior = Oracle(ev, TOK)
+    prior.answers = {e.prompt: f"0 ={majority[e.family]}\n" for e in ev}
+    res = exact_match(prior, TOK, ev, majority=majority)
+    counted = [sum(e.final == majority[f] for e in ev if e.family == f) / 20 for f in (3, 4, 5, 6)]
+    assert res["mean"] == pytest.approx(sum(counted) / 4) == pytest.approx(base["majority"])
+    assert res["non_majority"] == 0.0
+    assert exact_match(Oracle(ev, TOK), TOK, ev, majority=majority)["non_majority"] == 1.0
+    # chance: uniform over the family's answers (count: 0-5, the others 0-9)
+    assert base["chance"] == pytest.approx((0.1 + 1 / 6 + 0.1 + 0.1) / 4)
+    assert make_example(3, (1, 2, 3, 4, 5), 2).final == "5"

@@ -29,12 +29,14 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
         "data": "StageData build_stage_data masked_lm_loss",
         "runner": "run_plan PlanResult run_grid GridResult",
         "evaluate": "exact_match extract_answer gains",
+        "heldout": "overlap drop_eval",
     },
 )
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only (names re-exported above)
     from .data import StageData, build_stage_data, masked_lm_loss  # noqa: F401
     from .evaluate import exact_match, extract_answer, gains  # noqa: F401
+    from .heldout import drop_eval, overlap  # noqa: F401
     from .plan import Mixture, Plan, Stage  # noqa: F401
     from .runner import GridResult, PlanResult, run_grid, run_plan  # noqa: F401
     from .tasks import FAMILY_NAMES, Example, ReasoningTasks, char_tokenizer  # noqa: F401

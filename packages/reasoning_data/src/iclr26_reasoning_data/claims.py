@@ -18,14 +18,21 @@ class Accuracies:
         self.runs, self.sft_seeds = runs, sft_seeds
         self.pseeds = sorted(runs)
 
-    def per_seed(self, arm: str, p: int) -> list[float]:
+    def per_seed(self, arm: str, p: int, key: str = "mean") -> list[float]:
         runs = self.runs[p]  # reference rows may run on fewer SFT seeds
         return [
-            runs[f"{arm}/s{s}"]["sft"]["eval"]["mean"] for s in range(self.sft_seeds) if f"{arm}/s{s}" in runs
+            runs[f"{arm}/s{s}"]["sft"]["eval"][key] for s in range(self.sft_seeds) if f"{arm}/s{s}" in runs
         ]
 
     def acc(self, arm: str, p: int) -> float:
         return statistics.fmean(self.per_seed(arm, p))
+
+    def rare(self, arm: str, p: int) -> float:
+        """Accuracy on the problems whose answer is not the family's majority answer (mean over SFT seeds)."""
+        return statistics.fmean(self.per_seed(arm, p, "non_majority"))
+
+    def rare_mean(self, arm: str) -> float:
+        return statistics.fmean(self.rare(arm, p) for p in self.pseeds)
 
     def mean(self, arm: str) -> float:
         return statistics.fmean(self.acc(arm, p) for p in self.pseeds)
@@ -41,6 +48,7 @@ class Accuracies:
         return {
             a: {
                 "mean": self.mean(a),
+                "non_majority": self.rare_mean(a),
                 "per_pretrain_seed": [self.acc(a, p) for p in self.pseeds],
                 "per_run": [self.per_seed(a, p) for p in self.pseeds],
             }
@@ -77,14 +85,36 @@ def _ref(acc: Accuracies, a: str, b: str, steps: int, margin: float | None) -> s
     return f"; at {steps} SFT steps {_gap_text(acc.mean(ra), acc.mean(rb))}, {word}: {'yes' if ok else 'no'}"
 
 
+def _rare_text(acc: Accuracies, a: str, b: str) -> str:
+    return f"; non-majority problems {acc.rare_mean(a):.3f} vs {acc.rare_mean(b):.3f}"
+
+
 def _ahead(
     acc: Accuracies, cid: str, text: str, paper: str, a: str, b: str, margin: float, why: str, note: str = ""
 ) -> Claim:
     """Arm ``a`` at least ``margin`` above arm ``b`` for every pretraining seed (the rule of C1, C3, C4)."""
     holds = all(acc.acc(a, p) >= acc.acc(b, p) + margin for p in acc.pseeds)
     rule = f"acc({a}) >= acc({b}) + {margin} for every pretraining seed ({why})"
-    note = f"per pretraining seed {_seeds(acc, a, b)}{note}"
+    note = f"per pretraining seed {_seeds(acc, a, b)}{_rare_text(acc, a, b)}{note}"
     return Claim(cid, text, paper, _gap_text(acc.mean(a), acc.mean(b)), holds, rule, note)
+
+
+def planted(acc: Accuracies, base: dict[str, Any], margin: float, share: str = "1/2") -> Claim:
+    """The precondition of C1-C6: a model pretrained on the evaluated tasks themselves (P_direct, the same
+    tokens as every arm) clearly beats the answer-prior baselines, on all problems and on the non-majority ones."""
+    a, maj, chance = "P_direct->S_hq", float(base["majority"]), float(base["chance"])
+    ok = [acc.acc(a, p) >= maj + margin and acc.rare(a, p) >= chance + margin for p in acc.pseeds]
+    seeds = ", ".join(f"p{p}: {acc.acc(a, p):.3f} / {acc.rare(a, p):.3f}" for p in acc.pseeds)
+    return Claim(
+        "P1",
+        "Planted check: a model trained directly on the evaluated tasks beats the answer-prior baselines",
+        "precondition (not a paper claim)",
+        f"acc {acc.mean(a):.3f}, non-majority {acc.rare_mean(a):.3f} vs majority {maj:.3f}, chance {chance:.3f}",
+        all(ok),
+        f"acc >= majority + {margin} and non-majority acc >= chance + {margin}, every pretraining seed",
+        f"P_direct = general text + {share} the evaluated tasks (evaluation format, clean), then S_hq; per pretraining "
+        f"seed acc / non-majority {seeds}",
+    )
 
 
 def claims(
@@ -102,7 +132,8 @@ def claims(
     # C2 later SFT cannot catch up
     a, b = "P0->S_move", "P_div->S_hq"
     holds = all(acc.acc(a, p) < acc.acc(b, p) for p in pm)
-    extra = f"; P0->S_hq2 (doubled clean SFT) {acc.mean('P0->S_hq2'):.3f}" if acc.has("P0->S_hq2") else ""
+    extra = _rare_text(acc, a, b)
+    extra += f"; P0->S_hq2 (doubled clean SFT) {acc.mean('P0->S_hq2'):.3f}" if acc.has("P0->S_hq2") else ""
     out.append(
         Claim(
             "C2",
@@ -151,7 +182,8 @@ def claims(
             _gap_text(acc.mean(a), acc.mean(b)),
             holds,
             f"acc(P_div->S_big) < acc(P_div->S_hq) for every pretraining seed (S_big = S_hq + {big_extra}/family with q_bad {q_big})",
-            f"per pretraining seed {_seeds(acc, a, b)}" + _ref(acc, a, b, ref_steps, None),
+            f"per pretraining seed {_seeds(acc, a, b)}{_rare_text(acc, a, b)}"
+            + _ref(acc, a, b, ref_steps, None),
         )
     )
     return out

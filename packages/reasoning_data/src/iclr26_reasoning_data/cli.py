@@ -41,11 +41,32 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 
 def _generate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--families", default="0-7", help="task families, e.g. 0-7 or 0,3 (default 0-7)")
-    p.add_argument("--templates", type=int, default=2, choices=[1, 2], help="surface templates per family")
+    p.add_argument(
+        "--templates",
+        type=int,
+        default=2,
+        choices=[1, 2, 3],
+        help="the first k surface templates (default 2)",
+    )
+    p.add_argument(
+        "--template", type=int, choices=[0, 1, 2], help="one surface template only (2: the held-out format)"
+    )
+    p.add_argument(
+        "--held-out",
+        type=int,
+        metavar="PER_FAMILY",
+        help="write the evaluation set instead: the first PER_FAMILY held-out problems of each family (clean)",
+    )
     p.add_argument("--n", type=int, default=10000, help="number of examples")
     p.add_argument("--corrupt", type=float, default=0.0, help="fraction of corrupted traces in [0, 1]")
     p.add_argument("--corruption", default="propagated", help="propagated | missing_steps | wrong_final")
-    p.add_argument("--seed", type=int, default=0, help="also fixes the held-out problems never sampled")
+    p.add_argument("--seed", type=int, default=0, help="the sampling seed")
+    p.add_argument(
+        "--heldout-seed",
+        type=int,
+        default=0,
+        help="fixes the held-out registry: problems never sampled for training, whatever --seed (default 0)",
+    )
     p.add_argument("--out", required=True, help="JSONL file to write")
     p.add_argument("--force", action="store_true", help="replace an existing file")
 

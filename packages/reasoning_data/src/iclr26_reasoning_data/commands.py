@@ -76,9 +76,10 @@ def example_plan(preset: str = "cpu"):
         sources={
             "general": "pydoc",
             "reasoning": "synthetic:families=0-7,templates=2,corrupt=0.3,n=" + ("2000" if small else "14000"),
-            "sft": "synthetic:families=0-7,templates=2,corrupt=0.0,n=128,seed=1",
+            "sft": "synthetic:families=0-7,template=2,corrupt=0.0,n=128,seed=1",
         },
-        eval={"synthetic": {"families": "0-7", "per_family": 10 if small else 40}},
+        # the held-out format (template 2): SFT teaches it, evaluation asks it, pretraining never sees it
+        eval={"synthetic": {"families": "0-7", "per_family": 10 if small else 40, "template": 2, "seed": 0}},
     )
 
 
@@ -107,27 +108,54 @@ def plan(args: Any) -> int:
         )
     if args.out:
         out = _new_file(args.out, args.force)
-        p.to_yaml(out)
+        p.rebased(out.parent).to_yaml(out)
         print(f"wrote {out}")
     return 0
 
 
 # ----------------------------------------------------------------------------------------------------- run
-def _eval_examples(spec: dict[str, Any], seed: int) -> list[Any] | None:
+def _eval_examples(spec: dict[str, Any], base: str | None) -> list[Any] | None:
+    """The plan's evaluation set: ``{synthetic: {families, per_family, template, seed}}`` (the held-out registry
+    of `ReasoningTasks`, fixed by its own ``seed``, not the run's) or ``{data: FILE.jsonl}``."""
     from .sources import read_jsonl
-    from .tasks import ReasoningTasks
+    from .tasks import EVAL_TEMPLATE, ReasoningTasks
 
     if not spec:
         return None
     if "synthetic" in spec:
         s = dict(spec["synthetic"] or {})
-        tasks = ReasoningTasks(
-            s.get("families", "0-7"), seed=int(s.get("seed", seed)), holdout=int(s.get("per_family", 40))
-        )
-        return tasks.eval_set(int(s.get("per_family", 40)))
+        per = int(s.get("per_family", 40))
+        tasks = ReasoningTasks(s.get("families", "0-7"), heldout_seed=int(s.get("seed", 0)), holdout=per)
+        return tasks.eval_set(per, templates=[int(s.get("template", EVAL_TEMPLATE))])
     if "data" in spec:
-        return read_jsonl(spec["data"])
+        path = Path(spec["data"]).expanduser()
+        return read_jsonl(path if path.is_absolute() or base is None else Path(base) / path)
     raise UserError("plan eval: use {synthetic: {families, per_family}} or {data: FILE.jsonl}")
+
+
+def load_plan_sources(p: Any, examples: list[Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The plan's sources with every evaluation problem excluded, and the held-out record for ``eval.json``:
+    items dropped per source and the overlap measured afterwards (0 per source)."""
+    from .heldout import drop_eval, overlap
+    from .sources import load_source
+
+    needed = {s for st in p.stages for s in st.mixture.sources if not s.startswith("replay:")}
+    raw = {
+        name: load_source(spec, p.base, examples or ()) for name, spec in p.sources.items() if name in needed
+    }
+    if not examples:
+        return raw, {"n_eval": 0}
+    sources, removed = drop_eval(examples, raw)
+    empty = [name for name, items in sources.items() if not items]
+    if empty:
+        raise UserError(f"source {empty[0]!r} holds nothing but evaluation problems")
+    found = overlap(examples, sources)
+    return sources, {
+        "n_eval": len(examples),
+        "removed": removed,
+        "overlap": found,
+        "total": sum(found.values()),
+    }
 
 
 def run(args: Any) -> int:
@@ -136,7 +164,6 @@ def run(args: Any) -> int:
     from .evaluate import exact_match
     from .plan import Plan
     from .runner import run_plan
-    from .sources import load_source
 
     p = Plan.from_yaml(args.plan)
     needed = {s for st in p.stages for s in st.mixture.sources if not s.startswith("replay:")}
@@ -145,9 +172,9 @@ def run(args: Any) -> int:
         raise UserError(
             f"plan {args.plan!r}: unknown source(s) {', '.join(missing)}: add them under 'sources:'"
         )
-    sources = {name: load_source(spec) for name, spec in p.sources.items() if name in needed}
+    examples = _eval_examples(p.eval, p.base)
+    sources, held_out = load_plan_sources(p, examples)
     model, tok = load_model_and_tokenizer(args.model)
-    examples = _eval_examples(p.eval, args.seed)
 
     def eval_fn(m, _stage):
         return exact_match(m, tok, examples, args.max_new_tokens) if examples else None
@@ -165,15 +192,23 @@ def run(args: Any) -> int:
             progress=True,
             keep_states=False,
         )
+        for s in p.stages:  # each stage folder is a complete model: evaluate --model ./out/stages/<stage>
+            tok.save_pretrained(tmp / "stages" / s.name)
         tok.save_pretrained(tmp / "tokenizer")
-        p.to_yaml(tmp / "plan.yaml")
+        p.rebased(Path(args.out)).to_yaml(tmp / "plan.yaml")
         (tmp / "tokens.json").write_text((tmp / "stages" / "tokens.json").read_text())
-        write_json(tmp / "eval.json", {s.name: s.eval for s in result.stages})
+        write_json(
+            tmp / "eval.json", {"stages": {s.name: s.eval for s in result.stages}, "held_out": held_out}
+        )
         write_json(tmp / "stages.json", result.to_dict())
     for s in result.stages:
         acc = f", exact match {s.eval['mean']:.3f}" if s.eval else ""
         print(f"{s.name}: {s.steps} steps, final loss {s.summary()['final_loss']:.4f}{acc}")
-    print(f"wrote {args.out} (stages/<stage>/ checkpoints, tokens.json, eval.json)")
+    if examples:
+        print(
+            f"held-out: {len(examples)} evaluation problems, overlap with the training sources {held_out['total']}"
+        )
+    print(f"wrote {args.out} (stages/<stage>/ checkpoints with the tokenizer, tokens.json, eval.json)")
     return 0
 
 
@@ -186,13 +221,21 @@ def generate(args: Any) -> int:
     out = _new_file(args.out, args.force)
     if args.n < 0:
         raise UserError(f"--n must be >= 0, got {args.n}")
-    tasks = ReasoningTasks(args.families, args.templates, seed=args.seed)
-    rows = tasks.sample(args.n, corrupt=args.corrupt, corruption=args.corruption)
+    templates = [args.template] if args.template is not None else args.templates
+    if args.held_out is not None:
+        tasks = ReasoningTasks(
+            args.families, templates, holdout=max(args.held_out, 1), heldout_seed=args.heldout_seed
+        )
+        rows = tasks.eval_set(args.held_out)
+    else:
+        tasks = ReasoningTasks(args.families, templates, seed=args.seed, heldout_seed=args.heldout_seed)
+        rows = tasks.sample(args.n, corrupt=args.corrupt, corruption=args.corruption)
     if not out.parent.exists():
         raise UserError(f"folder {str(out.parent)!r} does not exist")
     atomic_write_text(out, "".join(json.dumps(e.to_dict()) + "\n" for e in rows))
     bad = sum(e.corrupted for e in rows)
-    print(f"wrote {len(rows)} examples ({bad} corrupted, families {tasks.families}) to {out}")
+    kind = "held-out problems" if args.held_out is not None else "examples"
+    print(f"wrote {len(rows)} {kind} ({bad} corrupted, families {tasks.families}) to {out}")
     return 0
 
 

@@ -95,11 +95,14 @@ def exact_match(
     max_new_tokens: int = 24,
     extractor: Callable[[str], str | None] | None = None,
     batch_size: int = 256,
+    majority: dict[Any, str] | None = None,
 ) -> dict[str, Any]:
     """Exact match of the extracted final answer against ``example.final`` (or the answer's own final).
 
     Returns ``{"mean": mean over families, "overall": over examples, "per_family": {family: acc}, "n": N}``.
     Examples are `Example`s or dicts with ``prompt`` and ``final`` (or ``answer``), optionally ``family``.
+    With ``majority`` ({family: the family's most frequent answer}), also ``"non_majority"``: the same mean over
+    only the problems whose answer is not their family's majority answer (what an answer prior cannot score).
     """
     extractor = extractor or extract_answer
     prompts = [_field(e, "prompt") for e in examples]
@@ -109,20 +112,34 @@ def exact_match(
         raise UserError("every evaluation example needs a prompt")
     gens = generate(model, tokenizer, prompts, max_new_tokens, batch_size)
     hits: dict[Any, list[bool]] = defaultdict(list)
+    rare: dict[Any, list[bool]] = defaultdict(list)
     for ex, text in zip(examples, gens, strict=True):
         gold = _field(ex, "final")
         if gold is None:
             gold = extractor(str(_field(ex, "answer", "")))
         pred = extractor(text)
-        hits[_field(ex, "family", "all")].append(pred is not None and str(pred) == str(gold))
-    per = {k: sum(v) / len(v) for k, v in sorted(hits.items(), key=lambda kv: str(kv[0]))}
+        fam = _field(ex, "family", "all")
+        hit = pred is not None and str(pred) == str(gold)
+        hits[fam].append(hit)
+        if majority is not None and str(gold) != str(majority.get(fam)):
+            rare[fam].append(hit)
+    per = _per_family(hits)
     n = sum(len(v) for v in hits.values())
-    return {
+    out = {
         "mean": sum(per.values()) / len(per) if per else 0.0,
         "overall": sum(sum(v) for v in hits.values()) / n if n else 0.0,
         "per_family": per,
         "n": n,
     }
+    if majority is not None:
+        per_rare = _per_family(rare)
+        out["non_majority"] = sum(per_rare.values()) / len(per_rare) if per_rare else 0.0
+        out["non_majority_per_family"] = per_rare
+    return out
+
+
+def _per_family(hits: dict[Any, list[bool]]) -> dict[Any, float]:
+    return {k: sum(v) / len(v) for k, v in sorted(hits.items(), key=lambda kv: str(kv[0])) if v}
 
 
 def gains(acc_a: float, acc_b: float) -> dict[str, float | None]:

@@ -17,29 +17,67 @@ among the SFT arms that start from it. Jobs run in worker processes with one tor
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from .plan import Mixture, Plan, Stage
-from .tasks import N_FAMILIES, ReasoningTasks
+from .tasks import EVAL_TEMPLATE, N_FAMILIES, ReasoningTasks
 
-PRETRAIN_ARMS = ("P0", "P_div", "P_hq", "P_hq-bad")
+PRETRAIN_ARMS = ("P0", "P_div", "P_hq", "P_hq-bad", "P_direct")
+EVAL_FORMAT = [EVAL_TEMPLATE]  # SFT sets and the evaluation; never a pretraining reasoning corpus (transfer)
 
 
 def make_tasks(cfg: dict) -> ReasoningTasks:
+    """The study's generator: one held-out registry (``heldout_seed`` = the run's base seed) for every pool."""
+    per = int(cfg["eval"]["per_family"])
     return ReasoningTasks(
-        cfg.get("families", range(N_FAMILIES)), seed=int(cfg["seed"]), holdout=int(cfg["eval"]["per_family"])
+        cfg.get("families", range(N_FAMILIES)),
+        seed=int(cfg["seed"]),
+        holdout=per,
+        heldout_seed=int(cfg["seed"]),
     )
+
+
+def eval_set(cfg: dict, tasks: ReasoningTasks) -> list:
+    return tasks.eval_set(int(cfg["eval"]["per_family"]), templates=EVAL_FORMAT)
 
 
 def sft_sets(cfg: dict, tasks: ReasoningTasks) -> dict[str, list]:
     s = cfg["sft"]
     k, q = len(tasks.families), float(s["q_bad"])
     mode = cfg["reasoning"]["corruption"]
-    hq = tasks.sample(s["per_family"] * k, seed=101)
-    hq2 = hq + tasks.sample((s["hq2_per_family"] - s["per_family"]) * k, seed=102)
-    bad = tasks.sample(s["per_family"] * k, corrupt=q, corruption=mode, seed=103)
-    big = hq + tasks.sample(s["big_extra_per_family"] * k, corrupt=q, corruption=mode, seed=104)
+    fmt = {"templates": EVAL_FORMAT}
+    hq = tasks.sample(s["per_family"] * k, seed=101, **fmt)
+    hq2 = hq + tasks.sample((s["hq2_per_family"] - s["per_family"]) * k, seed=102, **fmt)
+    bad = tasks.sample(s["per_family"] * k, corrupt=q, corruption=mode, seed=103, **fmt)
+    big = hq + tasks.sample(s["big_extra_per_family"] * k, corrupt=q, corruption=mode, seed=104, **fmt)
     return {"S_hq": hq, "S_hq2": hq2, "S_bad": bad, "S_big": big}
+
+
+def baselines(tasks: ReasoningTasks, ev: list) -> dict[str, Any]:
+    """Answer-prior baselines on the evaluation set: ``majority`` always answers the family's most frequent final
+    answer (estimated from 2,000 training problems per family, not from the evaluation set), ``chance`` guesses
+    uniformly among the family's possible answers (expected accuracy)."""
+    from collections import Counter
+
+    from .tasks import _value_range
+
+    train = tasks.sample(2000 * len(tasks.families), seed=999, templates=EVAL_FORMAT)
+    majority = {
+        f: Counter(e.final for e in train if e.family == f).most_common(1)[0][0] for f in tasks.families
+    }
+    per_maj = {
+        f: sum(e.final == majority[f] for e in ev if e.family == f) / sum(e.family == f for e in ev)
+        for f in tasks.families
+    }
+    per_chance = {f: 1 / len(_value_range(f)) for f in tasks.families}
+    return {
+        "majority_answer": {str(f): v for f, v in majority.items()},
+        "majority": sum(per_maj.values()) / len(per_maj),
+        "majority_per_family": {str(f): v for f, v in per_maj.items()},
+        "chance": sum(per_chance.values()) / len(per_chance),
+        "chance_per_family": {str(f): v for f, v in per_chance.items()},
+    }
 
 
 def _pool(tasks: ReasoningTasks, tokens: int, seed: int, **kw: Any) -> list:
@@ -66,6 +104,8 @@ def make_sources(cfg: dict, tasks: ReasoningTasks) -> dict[str, Any]:
         "reason_div": _pool(tasks, rt, 201, corrupt=float(r["q_bad"]), corruption=mode),
         "reason_hq": _pool(tasks, rt, 202, **narrow),
         "reason_hq_bad": _pool(tasks, rt, 203, corrupt=float(r["q_bad"]), corruption=mode, **narrow),
+        # the planted arm: the evaluated tasks themselves (all families, the evaluation format, clean)
+        "reason_direct": _pool(tasks, rt, 204, templates=EVAL_FORMAT),
         **sft_sets(cfg, tasks),
     }
 
@@ -78,7 +118,12 @@ def _tokens_of(examples: list, tokenizer: Any) -> int:
 
 def pretrain_stage(cfg: dict, arm: str) -> Stage:
     p = cfg["pretrain"]
-    reasoning = {"P_div": "reason_div", "P_hq": "reason_hq", "P_hq-bad": "reason_hq_bad"}.get(arm)
+    reasoning = {
+        "P_div": "reason_div",
+        "P_hq": "reason_hq",
+        "P_hq-bad": "reason_hq_bad",
+        "P_direct": "reason_direct",
+    }.get(arm)
     sources = {"pydoc": float(p["general_weight"])}
     if reasoning:
         sources[reasoning] = float(p["reasoning_weight"])
@@ -122,6 +167,7 @@ def make_arms(cfg: dict, sources: dict, tokenizer: Any) -> dict[str, Plan]:
     s = cfg["sft"]
     steps, ref = int(s["steps"]), int(s["ref_steps"])
     combos = [
+        ("P_direct", "S_hq", steps),  # the planted check: trained directly on the evaluated tasks
         ("P0", "S_hq", steps),
         ("P_div", "S_hq", steps),
         ("P_hq", "S_hq", steps),
@@ -189,16 +235,19 @@ def job(cfg: dict, pseed: int, position: int | None = None, progress_queue: Any 
 
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg["threads"]))
+    cpu0 = time.process_time()
     with quiet() as folded:
         tok = char_tokenizer()
         tasks = make_tasks(cfg)
         sources = make_sources(cfg, tasks)
         arms = make_arms(cfg, sources, tok)
-        ev = tasks.eval_set(int(cfg["eval"]["per_family"]))
+        ev = eval_set(cfg, tasks)
         e = cfg["eval"]
+        majority = {int(f): a for f, a in baselines(tasks, ev)["majority_answer"].items()}
 
         def eval_fn(model, _stage):
-            return exact_match(model, tok, ev, int(e["max_new_tokens"]), batch_size=int(e["batch_size"]))
+            kw = {"batch_size": int(e["batch_size"]), "majority": majority}
+            return exact_match(model, tok, ev, int(e["max_new_tokens"]), **kw)
 
         steps, states = [0], {}
 
@@ -233,4 +282,5 @@ def job(cfg: dict, pseed: int, position: int | None = None, progress_queue: Any 
         "reused": grid.reused,
         "folded": len(folded),
         "states": states,
+        "cpu_s": time.process_time() - cpu0,  # this job's CPU time (its worker process, all threads)
     }

@@ -12,6 +12,7 @@ from iclr26_core.report import pyplot, save_figure
 from .tasks import FAMILY_NAMES
 
 ORDER = [
+    "P_direct->S_hq",
     "P0->S_hq",
     "P_div->S_hq",
     "P_hq->S_hq",
@@ -46,10 +47,32 @@ def per_family(acc: Any) -> dict[str, list[float]]:
     return out
 
 
-def arms_png(path: Path, acc: Any) -> str:
+def arms_md(acc: Any, base: dict[str, Any]) -> str:
+    """The arms table: accuracy after SFT (all problems, non-majority problems), base accuracy, and the
+    answer-prior baselines beside every arm."""
+    maj, chance = base["majority"], base["chance"]
+    lines = [
+        "| arm | acc after SFT | per pretraining seed | non-majority acc | base acc (before SFT) | majority | chance |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for arm in _arms(acc):
+        pre = arm.split("->")[0]
+        b = statistics.fmean(acc.base(pre, p) for p in acc.pseeds) if acc.has(f"{pre}->S_hq") else None
+        seeds = " / ".join(f"{acc.acc(arm, p):.3f}" for p in acc.pseeds)
+        bt = "" if b is None else f"{b:.3f}"
+        lines.append(
+            f"| {arm} | {acc.mean(arm):.3f} | {seeds} | {acc.rare_mean(arm):.3f} | {bt} | {maj:.3f} | {chance:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def arms_png(path: Path, acc: Any, base: dict[str, Any] | None = None) -> str:
     plt = pyplot()
     arms = _arms(acc)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * len(arms)), 3.8))
+    if base is not None:
+        ax.axhline(base["majority"], color="tab:orange", ls="--", lw=1, label="majority-answer baseline")
+        ax.axhline(base["chance"], color="tab:gray", ls=":", lw=1, label="chance")
     for i, arm in enumerate(arms):
         pts = [x for p in acc.pseeds for x in acc.per_seed(arm, p)]
         ax.bar(i, statistics.fmean(pts), color="tab:blue", alpha=0.6, label="after SFT" if i == 0 else None)

@@ -171,6 +171,7 @@ class Plan:
     stages: tuple[Stage, ...]
     sources: dict[str, str] = field(default_factory=dict)
     eval: dict[str, Any] = field(default_factory=dict)
+    base: str | None = field(default=None, compare=False, repr=False)  # relative file sources resolve here
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(self.stages))
@@ -290,11 +291,28 @@ class Plan:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as exc:
             raise UserError(f"plan {str(path)!r} is not valid YAML ({str(exc).splitlines()[0]})") from None
-        return cls.from_dict(data)
+        return replace(cls.from_dict(data), base=str(path.resolve().parent))
+
+    def rebased(self, folder: str | Path) -> Plan:
+        """The plan with its relative file sources rewritten relative to ``folder`` (where it will be saved)."""
+        import os
+
+        if self.base is None:
+            return self
+        moved = {}
+        for name, spec in self.sources.items():
+            if _is_relative_file(spec):
+                spec = os.path.relpath(Path(self.base) / spec, Path(folder).resolve())
+            moved[name] = spec
+        return replace(self, sources=moved, base=str(Path(folder).resolve()))
 
     def fingerprint(self, upto: int) -> str:
         """A key for the first ``upto`` stages: arms with equal keys (and seed) train identical prefixes."""
         return json.dumps([_stage_key(s) for s in self.stages[:upto]], sort_keys=True)
+
+
+def _is_relative_file(spec: str) -> bool:
+    return spec != "pydoc" and ":" not in spec.split("/")[0] and not Path(spec).expanduser().is_absolute()
 
 
 def _mixture_like(

@@ -16,7 +16,8 @@ from iclr26_core.fs import atomic_write_text
 from iclr26_core.report import Results
 
 from . import experiment, figures
-from .claims import Accuracies, claims, peer_claims
+from .claims import Accuracies, claims, peer_claims, planted
+from .heldout import overlap
 
 PEERS = {"trl": "trl", "datatrove": "datatrove", "lm_eval": "lm-eval"}
 
@@ -108,7 +109,7 @@ def run_peers(cfg: dict, ctx: Any, state: dict, sft_state: dict | None) -> dict[
     tok = char_tokenizer()
     tasks = experiment.make_tasks(cfg)
     sources = experiment.make_sources(cfg, tasks)
-    ev = tasks.eval_set(int(cfg["eval"]["per_family"]))
+    ev = experiment.eval_set(cfg, tasks)
     e = cfg["eval"]
 
     def eval_fn(model):
@@ -146,9 +147,20 @@ def run(cfg: Any, ctx: Any) -> Results:
     c = _plain(cfg)
     if int(c["pretrain_seeds"]) < 1 or int(c["sft_seeds"]) < 1:
         raise UserError("pretrain_seeds and sft_seeds must be >= 1")
+    tasks = experiment.make_tasks(c)
+    ev = experiment.eval_set(c, tasks)
+    base = experiment.baselines(tasks, ev)
+    sources = experiment.make_sources(c, tasks)
+    leaked = overlap(ev, sources)  # every pool shares the registry: 0 by construction, measured here
+    ctx.log(
+        f"held-out: {len(ev)} evaluation problems, overlap with the training sources {sum(leaked.values())}"
+    )
     runs = run_jobs(c, ctx)
     acc = Accuracies({p: r["arms"] for p, r in runs.items()}, int(c["sft_seeds"]))
-    found = claims(
+    pw = c["pretrain"]
+    share = f"{int(pw['reasoning_weight'])}/{int(pw['reasoning_weight']) + int(pw['general_weight'])}"
+    found = [planted(acc, base, float(c["planted_margin"]), share)]
+    found += claims(
         acc,
         float(c["margin"]),
         int(c["sft"]["ref_steps"]),
@@ -156,6 +168,8 @@ def run(cfg: Any, ctx: Any) -> Results:
         float(c["sft"]["q_bad"]),
     )
     metrics: dict[str, Any] = {
+        "baselines": base,
+        "held_out": {"n_eval": len(ev), "overlap": leaked, "total": sum(leaked.values())},
         "accuracy": acc.table(),
         "base_accuracy": {pre: [acc.base(pre, p) for p in acc.pseeds] for pre in experiment.PRETRAIN_ARMS},
         "per_family": figures.per_family(acc),
@@ -165,6 +179,7 @@ def run(cfg: Any, ctx: Any) -> Results:
             for a, st in runs[acc.pseeds[0]]["arms"].items()
             if a.endswith("/s0")
         },
+        "job_cpu_s": {str(p): round(r["cpu_s"], 1) for p, r in runs.items()},
         "stages_trained": sum(r["trained"] for r in runs.values()),
         "stages_reused": sum(r["reused"] for r in runs.values()),
     }
@@ -175,8 +190,9 @@ def run(cfg: Any, ctx: Any) -> Results:
         found += peer_claims(peers, ours)
         metrics["peers"] = peers
         atomic_write_text(ctx.run_dir / "peers.md", figures.peers_md(peers, ours))
+    atomic_write_text(ctx.run_dir / "arms.md", figures.arms_md(acc, base) + "\n")
     figs = [
-        figures.arms_png(ctx.run_dir / "arms.png", acc),
+        figures.arms_png(ctx.run_dir / "arms.png", acc, base),
         figures.families_png(ctx.run_dir / "families.png", acc),
     ]
     return Results(found, metrics=metrics, figures=figs)

@@ -1,20 +1,24 @@
 """Synthetic, verifiable multi-step reasoning data with explicit diversity, quality and scale knobs.
 
-Eight task families (the spec's F0-F7), each with two surface templates. An example is a prompt
+Eight task families (the spec's F0-F7), each with three surface templates. An example is a prompt
 ``"Q: <question>\\nA: "`` and an answer ``"<trace> =<final>\\n"``::
 
     F0 add chain mod 10      a=3;b=a+4;c=b+2;d=c+7;d?   ->  b=7;c=9;d=6 =6
     F3 running max           max 3 7 2 9 4?              ->  3 7 7 9 9 =9
     F7 successor chain       next next 47?               ->  48 49 =49
 
-* Diversity: which families and templates a mix draws from (diverse: 8 x 2, narrow: 2 x 1).
+* Templates 0 and 1 are the formats of pretraining corpora (`TRAIN_TEMPLATES`); template 2 (`EVAL_TEMPLATE`,
+  e.g. ``max of [3|7|2|9|4]?`` -> ``3|7|7|9|9 =9``) is the held-out format of SFT and evaluation, so that what
+  pretraining contributes is transfer, not the evaluation format itself.
+* Diversity: which families and templates a mix draws from (diverse: all families x 2, narrow: 2 x 1).
 * Quality: the fraction ``corrupt`` of corrupted traces. "propagated" replaces one intermediate value by a
   wrong one and recomputes the later steps from it, so the error reaches the final answer; "missing_steps" drops
   one intermediate step (final answer right); "wrong_final" changes only the final answer.
 * Scale: how many examples (tokens) a mix holds.
 
-Held-out problems: ``holdout`` problems per family are drawn from their own random stream and excluded from
-every training sample (by their canonical problem, so neither template of a held-out problem is trained on);
+Held-out problems (one registry per study): ``holdout`` problems per family drawn from ``heldout_seed`` alone,
+whatever the sampling ``seed``, plus the problems of any evaluation set passed as ``exclude``; they are excluded
+from every training sample by canonical problem, so no template of a held-out problem is trained on.
 `ReasoningTasks.eval_set` returns the first ``per_family`` of them.
 """
 
@@ -29,7 +33,9 @@ from typing import Any
 from iclr26_core.errors import UserError
 
 N_FAMILIES = 8
-N_TEMPLATES = 2
+N_TEMPLATES = 3
+TRAIN_TEMPLATES = (0, 1)  # the formats of the pretraining reasoning corpora (P_div: both, P_hq: template 0)
+EVAL_TEMPLATE = 2  # the held-out format: SFT and evaluation only, never in a pretraining corpus
 FAMILY_NAMES = (
     "add chain mod 10",
     "subtract chain mod 10",
@@ -54,13 +60,16 @@ class Example:
     family: int
     template: int = 0
     corrupted: bool = False
+    problem: tuple | None = None  # the canonical problem (the held-out registry matches on it)
 
     @property
     def text(self) -> str:
         return self.prompt + self.answer
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "text": self.text}
+        d = asdict(self)
+        d["problem"] = None if self.problem is None else list(self.problem)
+        return {**d, "text": self.text}
 
 
 # ------------------------------------------------------------------------------------------------ families
@@ -71,7 +80,9 @@ _CHAIN_OPS: dict[int, tuple[str, Callable[[int, int], int]]] = {
     1: ("-", lambda v, x: (v - x) % 10),
     2: ("*", lambda v, x: (v * x) % 10),
 }
-_NAMES = ("abcd", "wxyz")
+_NAMES = ("abcd", "wxyz", "pqrs")
+_CHAIN_SEP = (";", ", ", " | ")
+_RUN_SEP = (" ", ",", "|")
 _RUN_WORD = {3: "max", 5: "sum", 6: "min"}
 
 
@@ -136,37 +147,35 @@ def _recompute(family: int, problem: tuple, values: list[int], i: int, wrong: in
 
 
 def question(family: int, problem: tuple, template: int) -> str:
+    """The question text of ``problem`` in surface template 0, 1 or 2 (2: the held-out format, see `EVAL_TEMPLATE`)."""
     if family in _CHAIN_OPS:
-        op, names = _CHAIN_OPS[family][0], _NAMES[template]
-        sep = ";" if template == 0 else ", "
+        op, names, sep = _CHAIN_OPS[family][0], _NAMES[template], _CHAIN_SEP[template]
         parts = [f"{names[0]}={problem[0]}"]
         parts += [f"{names[j + 1]}={names[j]}{op}{x}" for j, x in enumerate(problem[1:])]
-        return sep.join(parts) + (f";{names[3]}?" if template == 0 else f". {names[3]}?")
-    if family == 4:
-        digits = problem[1:]
-        if template == 0:
-            return f"count {problem[0]} in {' '.join(map(str, digits))}?"
-        return f"count({problem[0]}; {','.join(map(str, digits))})?"
+        end = {0: ";", 1: ". ", 2: " | "}[template]
+        return sep.join(parts) + f"{end}{names[3]}?"
     if family == 7:
         start, k = problem
-        return (
-            " ".join(["next"] * k) + f" {start}?"
-            if template == 0
-            else "succ(" * k + str(start) + ")" * k + "?"
-        )
-    word = _RUN_WORD[family]
+        if template == 0:
+            return " ".join(["next"] * k) + f" {start}?"
+        if template == 1:
+            return "succ(" * k + str(start) + ")" * k + "?"
+        return f"{start}" + " +1" * k + "?"
+    items = problem[1:] if family == 4 else problem
+    word = f"count {problem[0]}" if family == 4 else _RUN_WORD[family]
     if template == 0:
-        return f"{word} {' '.join(map(str, problem))}?"
-    return f"{word}({','.join(map(str, problem))})?"
+        return f"{word}{' in' if family == 4 else ''} {' '.join(map(str, items))}?"
+    if template == 1:
+        return f"{word.replace(' ', '(')}{'; ' if family == 4 else '('}{','.join(map(str, items))})?"
+    return f"{word} of [{'|'.join(map(str, items))}]?"
 
 
 def trace(family: int, values: Sequence[int | None], template: int) -> str:
     """The rendered steps; ``None`` entries (a dropped step) are left out."""
     if family in _CHAIN_OPS:
-        names, sep = _NAMES[template], (";" if template == 0 else ", ")
+        names, sep = _NAMES[template], _CHAIN_SEP[template]
         return sep.join(f"{names[j + 1]}={v}" for j, v in enumerate(values) if v is not None)
-    sep = " " if template == 0 else ","
-    return sep.join(str(v) for v in values if v is not None)
+    return _RUN_SEP[template].join(str(v) for v in values if v is not None)
 
 
 def make_example(
@@ -184,7 +193,7 @@ def make_example(
         values, final = _corrupt(family, problem, values, corruption, rng)
     answer = f"{trace(family, values, template)} ={final}\n"
     prompt = PROMPT.format(question=question(family, problem, template))
-    return Example(prompt, answer, str(final), family, template, corruption is not None)
+    return Example(prompt, answer, str(final), family, template, corruption is not None, tuple(problem))
 
 
 def _corrupt(family: int, problem: tuple, values: list, mode: str, rng: random.Random) -> tuple[list, int]:
@@ -237,8 +246,19 @@ def parse_families(spec: str | int | Iterable[int]) -> list[int]:
 def _check_templates(templates: int | Iterable[int]) -> list[int]:
     ids = list(range(templates)) if isinstance(templates, int) else sorted({int(t) for t in templates})
     if not ids or any(not 0 <= t < N_TEMPLATES for t in ids):
-        raise UserError(f"templates must be 1 or 2 (or a subset of [0, 1]), got {templates!r}")
+        raise UserError(
+            f"templates must be 1, 2 or 3 (the first k) or a subset of [0, 1, 2], got {templates!r}"
+        )
     return ids
+
+
+def problem_key(example: Any) -> tuple[int, tuple] | None:
+    """``(family, canonical problem)`` of an `Example` or a generated JSONL row; None when it has no problem."""
+    get = example.get if isinstance(example, dict) else lambda k, d=None: getattr(example, k, d)
+    problem, family = get("problem"), get("family")
+    if problem is None or family is None:
+        return None
+    return int(family), tuple(int(x) for x in problem)
 
 
 def check_corrupt(corrupt: float, corruption: str = "propagated") -> None:
@@ -259,20 +279,29 @@ class ReasoningTasks:
     def __init__(
         self,
         families: Iterable[int] | str = range(N_FAMILIES),
-        templates: int = N_TEMPLATES,
+        templates: int | Iterable[int] = TRAIN_TEMPLATES,
         seed: int = 0,
         holdout: int = 100,
+        heldout_seed: int = 0,
+        exclude: Iterable[Any] = (),
     ) -> None:
         self.families = parse_families(families)
         self.templates = _check_templates(templates)
         self.seed = int(seed)
         self.holdout = int(holdout)
+        self.heldout_seed = int(heldout_seed)
         self._rng = random.Random(f"train:{self.seed}")
+        # the held-out registry: drawn from ``heldout_seed`` only, so every source and evaluation of a study
+        # (whatever its sampling seed) shares it; ``exclude`` adds the problems of another evaluation set
         self._held: dict[int, list[tuple]] = {f: self._draw_heldout(f) for f in range(N_FAMILIES)}
         self._held_keys = {f: set(v) for f, v in self._held.items()}
+        for ex in exclude:
+            key = problem_key(ex)
+            if key is not None:
+                self._held_keys[key[0]].add(key[1])
 
     def _draw_heldout(self, family: int) -> list[tuple]:
-        rng = random.Random(f"eval:{self.seed}:{family}")
+        rng = random.Random(f"eval:{self.heldout_seed}:{family}")
         seen: dict[tuple, None] = {}
         for _ in range(self.holdout * 50):
             if len(seen) == self.holdout:
@@ -314,9 +343,15 @@ class ReasoningTasks:
         rng.shuffle(out)
         return out
 
-    def eval_set(self, per_family: int = 40, families: Iterable[int] | str | None = None) -> list[Example]:
+    def eval_set(
+        self,
+        per_family: int = 40,
+        families: Iterable[int] | str | None = None,
+        templates: int | Iterable[int] | None = None,
+    ) -> list[Example]:
         """The first ``per_family`` held-out problems of each family, templates alternating, clean."""
         fams = self.families if families is None else parse_families(families)
+        tmpls = self.templates if templates is None else _check_templates(templates)
         if not 0 < per_family <= self.holdout:
             raise UserError(f"per_family must be in 1..{self.holdout} (the held-out pool), got {per_family}")
         out = []
@@ -325,7 +360,7 @@ class ReasoningTasks:
             if len(held) < per_family:
                 raise UserError(f"family {fam} has only {len(held)} distinct held-out problems")
             for i, problem in enumerate(held[:per_family]):
-                out.append(make_example(fam, problem, self.templates[i % len(self.templates)]))
+                out.append(make_example(fam, problem, tmpls[i % len(tmpls)]))
         return out
 
     @staticmethod
@@ -347,23 +382,3 @@ def char_tokenizer():
     from iclr26_core.tokenizers import char_tokenizer as core_char_tokenizer
 
     return core_char_tokenizer(ALPHABET)
-
-
-def parse_synthetic(spec: str) -> dict[str, Any]:
-    """``"families=0-7,templates=2,corrupt=0.3,corruption=propagated,n=10000,seed=0"`` (the part after
-    ``synthetic:`` in a plan's source) -> keyword arguments; `UserError` for an unknown key or value."""
-    keys = {"families": str, "templates": int, "corrupt": float, "corruption": str, "n": int, "seed": int}
-    out: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in re.split(r"[,;](?=\s*[a-z_]+=)", spec))):
-        key, sep, value = part.partition("=")
-        if not sep or key.strip() not in keys:
-            raise UserError(
-                f"bad synthetic source {spec!r}: keys are {', '.join(keys)} (key=value, comma-separated)"
-            )
-        try:
-            out[key.strip()] = keys[key.strip()](value.strip())
-        except ValueError:
-            raise UserError(f"bad synthetic source {spec!r}: {key}={value!r}") from None
-    parse_families(out.get("families", "0-7"))
-    check_corrupt(out.get("corrupt", 0.0), out.get("corruption", "propagated"))
-    return out
