@@ -74,6 +74,22 @@ def add_close_gap_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recall-batch", type=int, default=256, help="pairs per retrieval batch (default 256)")
 
 
+def add_findings_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sae", required=True, metavar="DIR", help="a directory written by `analyze` or `train`")
+    p.add_argument("--embeddings", required=True, metavar="FILE", help="safetensors with 'image' and 'text'")
+    p.add_argument(
+        "--edit",
+        metavar="FILE",
+        help="safetensors with 'source', 'edit', 'target' [N, D]: score the bimodal vector-arithmetic edit",
+    )
+    p.add_argument(
+        "--bridge-quantile", type=float, default=0.999, help="bridge entries kept (official: top 0.1%%)"
+    )
+    p.add_argument("--recall-batch", type=int, default=256, help="rows per retrieval batch (default 256)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, metavar="DIR", help="new (or empty) output directory")
+
+
 app = paper_cli(
     slug="isoenergy",
     peers_key="peers",  # peers=true|false sets it
@@ -97,6 +113,12 @@ app = paper_cli(
             "write the bimodal-only embeddings of a trained SAE; print DiM and recall@1 before and after",
             run="iclr26_isoenergy.commands:close_gap",
             arguments=add_close_gap_arguments,
+        ),
+        Verb(
+            "findings",
+            "p_acc modality probes, the bridge matrix and rho, and the bimodal vector-arithmetic edit (--edit)",
+            run="iclr26_isoenergy.commands_findings:findings",
+            arguments=add_findings_arguments,
         ),
     ],
     description="Bimodal and unimodal atoms of a dual encoder's shared space; the modality gap and its removal.",

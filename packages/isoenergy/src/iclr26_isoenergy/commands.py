@@ -186,21 +186,12 @@ def analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def close_gap(args: argparse.Namespace) -> int:
-    import os
-
-    from safetensors.torch import save_file
-
-    from .energy import EnergyReport, restrict
-    from .gap import modality_gap, recall_at_1
+def load_sae_dir(sae_dir: str | Path):
+    """(name, SAE, EnergyReport) of a directory written by ``analyze`` (its SAE-A) or ``train``."""
+    from .energy import EnergyReport
     from .sae import MatchingPursuitSAE
 
-    out = Path(args.out)
-    if out.exists():
-        raise IsoEnergyError(f"output file {str(out)!r} exists; choose a new one")
-    if not out.parent.is_dir():
-        raise IsoEnergyError(f"output folder {str(out.parent)!r} does not exist")
-    sae_dir = Path(args.sae)
+    sae_dir = Path(sae_dir)
     energy_path = sae_dir / "energy.json"
     if not energy_path.is_file():
         raise IsoEnergyError(f"{str(sae_dir)!r} has no energy.json (a directory written by analyze or train)")
@@ -211,8 +202,27 @@ def close_gap(args: argparse.Namespace) -> int:
     name = "sae_aligned" if "sae_aligned" in energy else "sae"
     if name not in energy:
         raise IsoEnergyError(f"{str(energy_path)!r} holds no energy report")
-    sae = MatchingPursuitSAE.load(sae_dir / f"{name}.safetensors")
-    report = EnergyReport.from_json(energy[name])
+    return (
+        name,
+        MatchingPursuitSAE.load(sae_dir / f"{name}.safetensors"),
+        EnergyReport.from_json(energy[name]),
+    )
+
+
+def close_gap(args: argparse.Namespace) -> int:
+    import os
+
+    from safetensors.torch import save_file
+
+    from .energy import restrict
+    from .gap import modality_gap, recall_at_1
+
+    out = Path(args.out)
+    if out.exists():
+        raise IsoEnergyError(f"output file {str(out)!r} exists; choose a new one")
+    if not out.parent.is_dir():
+        raise IsoEnergyError(f"output folder {str(out.parent)!r} does not exist")
+    name, sae, report = load_sae_dir(args.sae)
     img, txt = load_embeddings(args.embeddings)
     if img.shape[1] != sae.d:
         raise IsoEnergyError(f"the embeddings have D = {img.shape[1]} but the SAE was trained on D = {sae.d}")
