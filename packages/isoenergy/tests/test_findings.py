@@ -168,3 +168,25 @@ def test_findings_verb(world, tmp_path):
     )  # fmt: skip
     res = testing.run_cli(main, bad)
     assert res.code == 2 and "no edit / target tensor" in res.output and not (tmp_path / "g").exists()
+
+
+def test_default_beta_is_the_official_table_times_d():
+    from iclr26_isoenergy.config import default_beta
+
+    assert default_beta(512, "openai/clip-vit-base-patch32") == pytest.approx(4e-4 * 512)
+    assert default_beta(768, "/models/google/siglip2-base-patch16-224/") == pytest.approx(7e-5 * 768)
+    assert default_beta(32, "./my-clip") == pytest.approx(4e-4 * 32)  # outside the table: the demo's default
+    assert default_beta(32) == pytest.approx(4e-4 * 32)
+
+
+def test_free_atom_norms_are_the_default():
+    from iclr26_isoenergy import train_aligned_sae
+    from iclr26_isoenergy.config import SAEConfig
+
+    assert MatchingPursuitSAE(4, 8, k=2).normalize_atoms is False and SAEConfig().normalize_atoms is False
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 6, generator=g)
+    trained = train_aligned_sae(x, x.roll(1, 0), beta=0.1, n_atoms=12, k=2, epochs=1, batch_pairs=32)
+    assert trained.config["normalize_atoms"] is False
+    norms = trained.sae.atoms().detach().norm(dim=1)
+    assert (norms - 1).abs().max() > 1e-4  # free norms moved off the unit sphere

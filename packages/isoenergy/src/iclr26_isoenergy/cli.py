@@ -33,7 +33,8 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--beta",
         type=float,
         default=None,
-        help="β of the alignment term (default 1e-4·D: the paper's β≈1e-4 in our per-row-sum loss)",
+        help="β of the alignment term (default: the official demo's β for --model (CLIP B/32 4e-4, L/14 1e-4, "
+        "SigLIP 1e-4, SigLIP2 7e-5, ...; 4e-4 otherwise) times D, our per-row-sum loss)",
     )
     p.add_argument("--n-atoms", type=int, default=None, help="K, dictionary size (default 8·D)")
     p.add_argument("--k", type=int, default=20, help="matching-pursuit steps (default 20)")
@@ -47,7 +48,12 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--eps", type=float, default=0.05, help="ε of the bimodal / unimodal labels (default 0.05)"
     )
     p.add_argument("--shuffle-pairs", type=float, default=0.0, help="fraction of mismatched training pairs")
-    p.add_argument("--free-atom-norms", action="store_true", help="the official 'identity' normalisation")
+    p.add_argument(
+        "--unit-atom-norms",
+        action="store_true",
+        help="unit-norm atoms (standard MP); default: free norms, the official 'identity' normalisation",
+    )
+    p.add_argument("--free-atom-norms", action="store_true", help=argparse.SUPPRESS)  # the default since 0.2
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu, cuda, auto")
     p.add_argument("--out", required=True, metavar="DIR", help="new (or empty) output directory")

@@ -53,7 +53,9 @@ def _pairs(args: argparse.Namespace):
 
 
 def _train_kw(args: argparse.Namespace, d: int) -> dict[str, Any]:
-    beta = 1e-4 * d if args.beta is None else args.beta
+    from .config import default_beta
+
+    beta = default_beta(d, getattr(args, "model", None)) if args.beta is None else args.beta
     return dict(
         beta=beta,
         n_atoms=args.n_atoms,
@@ -63,7 +65,7 @@ def _train_kw(args: argparse.Namespace, d: int) -> dict[str, Any]:
         lr=args.lr,
         align=args.align,
         seed=args.seed,
-        normalize_atoms=not args.free_atom_norms,
+        normalize_atoms=bool(args.unit_atom_norms),
         shuffle_pairs=args.shuffle_pairs,
         device=args.device,
         progress=True,
