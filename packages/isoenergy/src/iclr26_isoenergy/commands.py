@@ -14,26 +14,31 @@ from typing import Any
 from .validate import IsoEnergyError
 
 
-def load_embeddings(path: str | Path):
-    """(img, txt) from a safetensors file with keys 'image' and 'text', checked as pairs."""
+def load_tensors(path: str | Path, keys: tuple[str, ...], what: str = "embeddings") -> list:
+    """The tensors ``keys`` of a safetensors file; a missing file or key is one `IsoEnergyError` line."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from .validate import check_pairs
-
     path = Path(path)
     if not path.is_file():
-        raise IsoEnergyError(f"no embeddings file at {str(path)!r}")
+        raise IsoEnergyError(f"no {what} file at {str(path)!r}")
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError) as exc:
         raise IsoEnergyError(f"cannot read {str(path)!r} as safetensors ({exc})") from None
-    missing = [k for k in ("image", "text") if k not in tensors]
+    missing = [k for k in keys if k not in tensors]
     if missing:
         raise IsoEnergyError(
             f"{str(path)!r} has no {' / '.join(missing)} tensor (keys: {', '.join(tensors)})"
         )
-    return check_pairs(tensors["image"], tensors["text"])
+    return [tensors[k] for k in keys]
+
+
+def load_embeddings(path: str | Path):
+    """(img, txt) from a safetensors file with keys 'image' and 'text', checked as pairs."""
+    from .validate import check_pairs
+
+    return check_pairs(*load_tensors(path, ("image", "text")))
 
 
 def _pairs(args: argparse.Namespace):

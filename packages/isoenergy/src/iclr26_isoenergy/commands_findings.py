@@ -12,22 +12,11 @@ from .validate import IsoEnergyError
 
 def load_edit_triplets(path: str | Path):
     """(source, edit, target) from a safetensors file with keys 'source', 'edit', 'target' ([N, D] each)."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
+    from .commands import load_tensors
     from .validate import check_embeddings
 
-    path = Path(path)
-    if not path.is_file():
-        raise IsoEnergyError(f"no edit file at {str(path)!r}")
-    try:
-        t = load_file(str(path))
-    except (SafetensorError, OSError) as exc:
-        raise IsoEnergyError(f"cannot read {str(path)!r} as safetensors ({exc})") from None
-    missing = [k for k in ("source", "edit", "target") if k not in t]
-    if missing:
-        raise IsoEnergyError(f"{str(path)!r} has no {' / '.join(missing)} tensor (keys: {', '.join(t)})")
-    out = [check_embeddings(t[k], k) for k in ("source", "edit", "target")]
+    keys = ("source", "edit", "target")
+    out = [check_embeddings(t, k) for t, k in zip(load_tensors(path, keys, "edit"), keys)]
     if len({tuple(x.shape) for x in out}) != 1:
         raise IsoEnergyError(f"source, edit and target must have the same shape in {str(path)!r}")
     return out
