@@ -48,6 +48,11 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert claims["C3"]["holds"] == (ratio <= 0.4)
     rec, bi, uni = (gap("sae_a", v, "recall@1") for v in ("reconstructed", "bimodal-only", "unimodal-only"))
     assert claims["C4"]["holds"] == (bi >= 0.8 * rec and uni <= 0.05)
+    # the C1 cell also trains the unit-norm dictionary as an arm; the headline arms use free norms (official)
+    assert {"sae", "sae_a", "sae_unit", "sae_a_unit"} <= set(cells["c1"][0])
+    unit = (mean("c1", "sae_unit", "merged"), mean("c1", "sae_a_unit", "merged"))
+    assert f"unit-norm atoms (arm): merged {unit[0]:.3f} -> {unit[1]:.3f}" in claims["C1"]["note"]
+    assert "sae_unit" not in cells["c2"][0]
 
 
 def test_non_empty_out_refused(tmp_path):

@@ -23,5 +23,6 @@ __version__, __all__, __getattr__, __dir__ = lazy_package(
         "embed": "embed_pairs tiny_clip digit_pairs",
         "validate": "check_pairs IsoEnergyError",
         "config": "SAEConfig TrainConfig",
+        "findings": "modality_probes bridge_matrix bridge_rho vector_edit recall_at_k knn_distance edit_scores",
     },
 )

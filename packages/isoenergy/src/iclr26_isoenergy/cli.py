@@ -33,7 +33,8 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--beta",
         type=float,
         default=None,
-        help="β of the alignment term (default 1e-4·D: the paper's β≈1e-4 in our per-row-sum loss)",
+        help="β of the alignment term (default: the official demo's β for --model (CLIP B/32 4e-4, L/14 1e-4, "
+        "SigLIP 1e-4, SigLIP2 7e-5, ...; 4e-4 otherwise) times D, our per-row-sum loss)",
     )
     p.add_argument("--n-atoms", type=int, default=None, help="K, dictionary size (default 8·D)")
     p.add_argument("--k", type=int, default=20, help="matching-pursuit steps (default 20)")
@@ -47,7 +48,12 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--eps", type=float, default=0.05, help="ε of the bimodal / unimodal labels (default 0.05)"
     )
     p.add_argument("--shuffle-pairs", type=float, default=0.0, help="fraction of mismatched training pairs")
-    p.add_argument("--free-atom-norms", action="store_true", help="the official 'identity' normalisation")
+    p.add_argument(
+        "--unit-atom-norms",
+        action="store_true",
+        help="unit-norm atoms (standard MP); default: free norms, the official 'identity' normalisation",
+    )
+    p.add_argument("--free-atom-norms", action="store_true", help=argparse.SUPPRESS)  # the default since 0.2
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu, cuda, auto")
     p.add_argument("--out", required=True, metavar="DIR", help="new (or empty) output directory")
@@ -74,6 +80,22 @@ def add_close_gap_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recall-batch", type=int, default=256, help="pairs per retrieval batch (default 256)")
 
 
+def add_findings_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sae", required=True, metavar="DIR", help="a directory written by `analyze` or `train`")
+    p.add_argument("--embeddings", required=True, metavar="FILE", help="safetensors with 'image' and 'text'")
+    p.add_argument(
+        "--edit",
+        metavar="FILE",
+        help="safetensors with 'source', 'edit', 'target' [N, D]: score the bimodal vector-arithmetic edit",
+    )
+    p.add_argument(
+        "--bridge-quantile", type=float, default=0.999, help="bridge entries kept (official: top 0.1%%)"
+    )
+    p.add_argument("--recall-batch", type=int, default=256, help="rows per retrieval batch (default 256)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, metavar="DIR", help="new (or empty) output directory")
+
+
 app = paper_cli(
     slug="isoenergy",
     peers_key="peers",  # peers=true|false sets it
@@ -97,6 +119,12 @@ app = paper_cli(
             "write the bimodal-only embeddings of a trained SAE; print DiM and recall@1 before and after",
             run="iclr26_isoenergy.commands:close_gap",
             arguments=add_close_gap_arguments,
+        ),
+        Verb(
+            "findings",
+            "p_acc modality probes, the bridge matrix and rho, and the bimodal vector-arithmetic edit (--edit)",
+            run="iclr26_isoenergy.commands_findings:findings",
+            arguments=add_findings_arguments,
         ),
     ],
     description="Bimodal and unimodal atoms of a dual encoder's shared space; the modality gap and its removal.",

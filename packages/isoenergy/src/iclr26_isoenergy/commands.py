@@ -14,26 +14,31 @@ from typing import Any
 from .validate import IsoEnergyError
 
 
-def load_embeddings(path: str | Path):
-    """(img, txt) from a safetensors file with keys 'image' and 'text', checked as pairs."""
+def load_tensors(path: str | Path, keys: tuple[str, ...], what: str = "embeddings") -> list:
+    """The tensors ``keys`` of a safetensors file; a missing file or key is one `IsoEnergyError` line."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    from .validate import check_pairs
-
     path = Path(path)
     if not path.is_file():
-        raise IsoEnergyError(f"no embeddings file at {str(path)!r}")
+        raise IsoEnergyError(f"no {what} file at {str(path)!r}")
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError) as exc:
         raise IsoEnergyError(f"cannot read {str(path)!r} as safetensors ({exc})") from None
-    missing = [k for k in ("image", "text") if k not in tensors]
+    missing = [k for k in keys if k not in tensors]
     if missing:
         raise IsoEnergyError(
             f"{str(path)!r} has no {' / '.join(missing)} tensor (keys: {', '.join(tensors)})"
         )
-    return check_pairs(tensors["image"], tensors["text"])
+    return [tensors[k] for k in keys]
+
+
+def load_embeddings(path: str | Path):
+    """(img, txt) from a safetensors file with keys 'image' and 'text', checked as pairs."""
+    from .validate import check_pairs
+
+    return check_pairs(*load_tensors(path, ("image", "text")))
 
 
 def _pairs(args: argparse.Namespace):
@@ -53,7 +58,9 @@ def _pairs(args: argparse.Namespace):
 
 
 def _train_kw(args: argparse.Namespace, d: int) -> dict[str, Any]:
-    beta = 1e-4 * d if args.beta is None else args.beta
+    from .config import default_beta
+
+    beta = default_beta(d, getattr(args, "model", None)) if args.beta is None else args.beta
     return dict(
         beta=beta,
         n_atoms=args.n_atoms,
@@ -63,7 +70,7 @@ def _train_kw(args: argparse.Namespace, d: int) -> dict[str, Any]:
         lr=args.lr,
         align=args.align,
         seed=args.seed,
-        normalize_atoms=not args.free_atom_norms,
+        normalize_atoms=bool(args.unit_atom_norms),
         shuffle_pairs=args.shuffle_pairs,
         device=args.device,
         progress=True,
@@ -186,21 +193,12 @@ def analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def close_gap(args: argparse.Namespace) -> int:
-    import os
-
-    from safetensors.torch import save_file
-
-    from .energy import EnergyReport, restrict
-    from .gap import modality_gap, recall_at_1
+def load_sae_dir(sae_dir: str | Path):
+    """(name, SAE, EnergyReport) of a directory written by ``analyze`` (its SAE-A) or ``train``."""
+    from .energy import EnergyReport
     from .sae import MatchingPursuitSAE
 
-    out = Path(args.out)
-    if out.exists():
-        raise IsoEnergyError(f"output file {str(out)!r} exists; choose a new one")
-    if not out.parent.is_dir():
-        raise IsoEnergyError(f"output folder {str(out.parent)!r} does not exist")
-    sae_dir = Path(args.sae)
+    sae_dir = Path(sae_dir)
     energy_path = sae_dir / "energy.json"
     if not energy_path.is_file():
         raise IsoEnergyError(f"{str(sae_dir)!r} has no energy.json (a directory written by analyze or train)")
@@ -211,8 +209,27 @@ def close_gap(args: argparse.Namespace) -> int:
     name = "sae_aligned" if "sae_aligned" in energy else "sae"
     if name not in energy:
         raise IsoEnergyError(f"{str(energy_path)!r} holds no energy report")
-    sae = MatchingPursuitSAE.load(sae_dir / f"{name}.safetensors")
-    report = EnergyReport.from_json(energy[name])
+    return (
+        name,
+        MatchingPursuitSAE.load(sae_dir / f"{name}.safetensors"),
+        EnergyReport.from_json(energy[name]),
+    )
+
+
+def close_gap(args: argparse.Namespace) -> int:
+    import os
+
+    from safetensors.torch import save_file
+
+    from .energy import restrict
+    from .gap import modality_gap, recall_at_1
+
+    out = Path(args.out)
+    if out.exists():
+        raise IsoEnergyError(f"output file {str(out)!r} exists; choose a new one")
+    if not out.parent.is_dir():
+        raise IsoEnergyError(f"output folder {str(out.parent)!r} does not exist")
+    name, sae, report = load_sae_dir(args.sae)
     img, txt = load_embeddings(args.embeddings)
     if img.shape[1] != sae.d:
         raise IsoEnergyError(f"the embeddings have D = {img.shape[1]} but the SAE was trained on D = {sae.d}")

@@ -1,6 +1,6 @@
 """Side by side with peer libraries on the same toy pairs, the same batches, schedule and steps (β = 0).
 
-* ``overcomplete`` (the official code's base library): ``MpSAE`` (l2-normalised dictionary) and ``TopKSAE``.
+* ``overcomplete`` (the official code's base library): ``MpSAE`` (dictionary normalisation as ours: "identity" for free atom norms, "l2" for unit norms) and ``TopKSAE``.
 * ``sae-lens``: ``MatchingPursuitTrainingSAE`` (``max_iterations = k``, no residual threshold, no early stop,
   no decoder bias on the input).
 * ``pot``: exact OT (``ot.emd``) for the Wasserstein gap, against our ``linear_sum_assignment`` value.
@@ -108,6 +108,7 @@ def run_sae_peers(
     batch_pairs: int,
     lr: float,
     seed: int,
+    normalization: str = "identity",
 ) -> list[dict[str, Any]]:
     """Rows {peer, status, r2, l0, seconds} for every installed SAE peer (β = 0, same data and loop)."""
     d = img.shape[1]
@@ -127,7 +128,8 @@ def run_sae_peers(
         def oc_sae(cls: str, **sparsity: int) -> dict[str, Any]:
             oc = _import_overcomplete()
             torch.manual_seed(seed)
-            sae = getattr(oc, cls)(d, nb_concepts=n_atoms, device="cpu", **sparsity)
+            params = {"normalization": normalization}  # the official code passes it to every architecture
+            sae = getattr(oc, cls)(d, nb_concepts=n_atoms, device="cpu", dictionary_params=params, **sparsity)
             secs = _train(sae, lambda x: sae(x)[2], img, txt, **train_kw)
             sae.eval()
             return _score(f"overcomplete {cls} k={k}", lambda x: sae.encode(x)[1], sae.decode, x_eval, secs)
@@ -230,6 +232,7 @@ def maybe_peers(cfg: Any, ctx: Any, cell: dict[str, Any]) -> dict[str, Any] | No
         batch_pairs=int(cfg.train.batch_pairs),
         lr=float(cfg.train.lr),
         seed=int(cfg.seed),
+        normalization="l2" if bool(getattr(cfg.sae, "normalize_atoms", False)) else "identity",
     )
     pot = pot_agreement(ei, et, int(cfg.eval.wasserstein_n), int(cfg.seed))
     note = (

@@ -32,6 +32,14 @@ def _arm(cells: dict, cell: str, arm: str, key: str) -> list[float]:
     return [run[arm][key] for run in cells[cell]]
 
 
+def _unit_arm(cells: dict, key: str) -> str:
+    """'; unit-norm arm <key> SAE -> SAE-A' when the C1 cell also trained the unit-norm dictionary."""
+    if not cells["c1"] or "sae_unit" not in cells["c1"][0]:
+        return ""
+    s, a = _mean(_arm(cells, "c1", "sae_unit", key)), _mean(_arm(cells, "c1", "sae_a_unit", key))
+    return f"; unit-norm atoms (arm): {key} {s:.3f} -> {a:.3f}"
+
+
 def claim_c1(cells: dict) -> tuple[Claim, Claim]:
     m_s, m_a = _arm(cells, "c1", "sae", "merged"), _arm(cells, "c1", "sae_a", "merged")
     r_s, r_a = _arm(cells, "c1", "sae", "r2"), _arm(cells, "c1", "sae_a", "r2")
@@ -54,7 +62,7 @@ def claim_c1(cells: dict) -> tuple[Claim, Claim]:
         holds,
         "mean over seeds: merged(SAE-A) >= merged(SAE) + 0.1 and R²(SAE-A) >= R²(SAE) - 0.05",
         f"{n} seed(s); merged per seed SAE {_spread(m_s)}, SAE-A {_spread(m_a)}; "
-        f"mma {_mean(mma_s):.3f} -> {_mean(mma_a):.3f}",
+        f"mma {_mean(mma_s):.3f} -> {_mean(mma_a):.3f}" + _unit_arm(cells, "merged"),
     )
     dw = [a - s for a, s in zip(w_a, w_s)]
     c1b = Claim(
@@ -70,7 +78,7 @@ def claim_c1(cells: dict) -> tuple[Claim, Claim]:
         _mean(dw) <= 0,
         "mean over seeds of W(SAE-A) - W(SAE) <= 0 (full truth set)",
         f"ΔW per seed {', '.join(f'{d:+.3f}' for d in dw)}; one-to-one matching penalises an atom that "
-        "merges S_c with its text direction T_c",
+        "merges S_c with its text direction T_c" + _unit_arm(cells, "W"),
     )
     return c1, c1b
 
@@ -174,6 +182,7 @@ def run(cfg: Any, ctx: Any) -> Results:
     ``threads`` setting and folds third-party chatter around this call.)"""
     seeds = [int(cfg.seed) + i for i in range(int(cfg.seeds))]
     arms = {"sae": {"beta": 0.0}, "sae_a": {}}
+    unit = {"sae_unit": {"beta": 0.0, "normalize_atoms": True}, "sae_a_unit": {"normalize_atoms": True}}
     jobs = [(cell, s) for s in seeds for cell in CELLS if cell in cfg.cells]
     cells: dict[str, list[dict]] = {cell: [] for cell in CELLS}
     first: dict[str, dict] = {}
@@ -181,7 +190,9 @@ def run(cfg: Any, ctx: Any) -> Results:
     for cell, seed in bar:
         if hasattr(bar, "set_postfix_str"):
             bar.set_postfix_str(f"{cell} seed {seed}")
-        result = run_cell(cfg, cfg.cells[cell], seed, arms, gaps=cell == "c34", device=ctx.device)
+        setting = cfg.cells[cell]
+        cell_arms = {**arms, **unit} if setting.get("unit_norm_arm") else arms  # the unit-norm dictionary
+        result = run_cell(cfg, setting, seed, cell_arms, gaps=cell == "c34", device=ctx.device)
         cells[cell].append(_public(result))
         first.setdefault(cell, result)
     c1, c1b = claim_c1(cells)

@@ -7,7 +7,7 @@ Encoding, k greedy steps on the residual (x: [B, D], Dict: [K, D], atoms as rows
     x̂ = z·Dict      (no bias)
 
 With ``normalize_atoms=True`` the atoms are Dict_j/‖Dict_j‖ inside the forward pass (differentiable), so the
-pursuit is standard MP; ``False`` keeps free atom norms (the official "identity" normalisation). Gradients flow
+pursuit is standard MP; ``False`` (default) keeps free atom norms (the official "identity" normalisation). Gradients flow
 through every pursuit step; per step only [B, D] tensors and the selected indices are kept for backward
 (no [K, D]-sized tensor per step), so memory grows with k·B·D, not k·K·D.
 """
@@ -36,7 +36,7 @@ class MatchingPursuitSAE(nn.Module):
         d: int,
         n_atoms: int | None = None,
         k: int = 20,
-        normalize_atoms: bool = True,
+        normalize_atoms: bool = False,
         seed: int | None = 0,
     ) -> None:
         super().__init__()

@@ -75,7 +75,7 @@ def train_aligned_sae(
     lr: float = 5e-4,
     align: str = "cosine",
     seed: int = 0,
-    normalize_atoms: bool = True,
+    normalize_atoms: bool = False,
     mask_top1: bool = True,
     grad_clip: float = 1.0,
     shuffle_pairs: float = 0.0,
