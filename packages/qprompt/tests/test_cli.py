@@ -76,6 +76,9 @@ def trained(tmp_path_factory):
             str(out),
             "train.steps=3",
             "train.batch_size=2",
+            "train.eval_every=2",
+            "--val-fraction",
+            "0.34",
         ],
     )
     assert res.code == 0, res.output
@@ -89,7 +92,18 @@ def test_train_writes_a_model_log_and_metrics(trained):
     }
     assert len((out / "train_log.csv").read_text().splitlines()) == 4
     m = json.loads((out / "metrics.json").read_text())
-    assert 0 <= m["train_miou"] <= 1 and m["grqa"]["weight"] == 1.0
+    assert 0 <= m["train_miou"] <= 1 and (m["grqa"]["weight"], m["grqa"]["objective"]) == (0.1, "mean")
+    assert (m["n_train"], m["n_val"]) == (4, 2) and [s for s, _ in m["val_curve"]] == [2, 3]
+    # the reported validation mIoU is the saved model's on the held-out images, recomputed independently
+    from iclr26_qprompt.commands import _load, split_validation
+    from iclr26_qprompt.folders import read_dataset
+    from iclr26_qprompt.inference import evaluate
+
+    _n, images, labels = read_dataset(str(_data), 5)
+    (train_x, _), (val_x, val_y) = split_validation(images, labels, 0.34, 0)
+    assert len(train_x) == 4 and not {x.tobytes() for x in train_x} & {x.tobytes() for x in val_x}
+    assert m["val_miou"] == m["val_curve"][-1][1]
+    assert evaluate(_load(str(out)), val_x, val_y, 5)["miou"] == pytest.approx(m["val_miou"], abs=1e-6)
 
 
 def test_segment_and_fps_on_the_saved_model(trained, tmp_path):
@@ -125,6 +139,7 @@ def test_bad_input_is_one_line_and_nothing_written(tmp_path):
         (_write_folder(tmp_path / "b", rename="other.png"), [], "image and label file names do not match"),
         (_write_folder(tmp_path / "c", size=60), [], "image_size 60 is not a multiple of patch_size 8"),
         (_write_folder(tmp_path / "d"), ["model.num_queries=4"], "num_queries 4 < num_classes 5"),
+        (_write_folder(tmp_path / "e"), ["--val-fraction", "1"], "--val-fraction must be in"),
     ]
     for i, (data, extra, pattern) in enumerate(cases):
         out = tmp_path / f"out{i}"

@@ -23,6 +23,13 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-grqa", action="store_true", help="train with L_seg only (the QPrompt baseline)")
     p.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.1,
+        help="share of the images held out (seeded) for validation mIoU every train.eval_every steps "
+        "(default 0.1; 0: train on all, no validation)",
+    )
+    p.add_argument(
         "overrides",
         nargs="*",
         metavar="key=value",
@@ -52,6 +59,19 @@ def _fps_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="new (or empty) directory for fps.json (default: print only)")
 
 
+def _sweep_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--objectives", default="mean,expected", help="GRQA readings: sum, mean, expected")
+    p.add_argument("--weights", default="0.1,0.3,1", help="λ values, comma-separated (default 0.1,0.3,1)")
+    p.add_argument("--seeds", type=int, default=2, help="seeds seed, seed+1, ... (default 2)")
+    p.add_argument("--out", default=None, help="write the rows to this JSON file")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="reproduce config overrides, e.g. scale=smoke model.num_queries=16 grqa.group_size=8",
+    )
+
+
 app = paper_cli(
     slug="qprompt",
     peers_key="bench",  # peers=true|false sets it
@@ -77,6 +97,12 @@ app = paper_cli(
             "frames per second at batch 1, with what was timed",
             "iclr26_qprompt.commands:fps_cmd",
             _fps_args,
+        ),
+        Verb(
+            "sweep",
+            "GRQA λ per objective reading vs the plain arm, paired per seed",
+            "iclr26_qprompt.sweep:sweep_cmd",
+            _sweep_args,
         ),
         Verb("speed", "the same as `fps` (the spec's name)", "iclr26_qprompt.commands:fps_cmd", _fps_args),
     ],

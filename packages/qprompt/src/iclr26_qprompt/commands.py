@@ -34,6 +34,22 @@ def _image_size(model) -> int | None:
     return getattr(model.config, "image_size", None) if type(model).__name__.startswith("Eomt") else None
 
 
+def split_validation(images: np.ndarray, labels: np.ndarray, fraction: float, seed: int):
+    """((train images, labels), (val images, labels) or None): a seeded random ``fraction`` held out."""
+    if not 0 <= fraction < 1:
+        raise UserError(f"--val-fraction must be in [0, 1), got {fraction}")
+    n_val = round(fraction * len(images))
+    if fraction > 0 and n_val == 0:
+        n_val = 1
+    if n_val == 0:
+        return (images, labels), None
+    if n_val >= len(images):
+        raise UserError(f"--val-fraction {fraction} leaves no training image out of {len(images)}")
+    order = np.random.default_rng(seed).permutation(len(images))
+    val, train = np.sort(order[:n_val]), np.sort(order[n_val:])
+    return (images[train], labels[train]), (images[val], labels[val])
+
+
 def train_cmd(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
 
@@ -49,6 +65,7 @@ def train_cmd(args: argparse.Namespace) -> int:
     cfg = compose("iclr26_qprompt.conf", "train", args.overrides)
     final = check_out_dir(args.out)
     _names, images, labels = read_dataset(args.data, args.num_classes)
+    (images, labels), val = split_validation(images, labels, args.val_fraction, int(cfg.seed))
     h, w = images.shape[1:3]
     if h != w:
         raise UserError(f"images must be square (EoMT's image_size), got {h}x{w}")
@@ -66,9 +83,15 @@ def train_cmd(args: argparse.Namespace) -> int:
     grqa = None if args.no_grqa else GRQAConfig(**OmegaConf.to_container(cfg.grqa))
     t = cfg.train
     tc = SegTrainConfig(
-        steps=int(t.steps), batch_size=int(t.batch_size), lr=float(t.lr), seed=int(cfg.seed), desc="train"
+        steps=int(t.steps),
+        batch_size=int(t.batch_size),
+        lr=float(t.lr),
+        seed=int(cfg.seed),
+        desc="train",
+        eval_every=int(t.eval_every) if val is not None else 0,
     )
-    model, result = train_segmenter(model, images, labels, tc, grqa)
+    eval_fn = None if val is None else (lambda m: evaluate(m, *val, args.num_classes)["miou"])
+    model, result = train_segmenter(model, images, labels, tc, grqa, eval_fn=eval_fn)
     scores = evaluate(model, images, labels, args.num_classes)
     with staged_dir(final) as tmp:
         model.save_pretrained(tmp)
@@ -82,15 +105,20 @@ def train_cmd(args: argparse.Namespace) -> int:
             {
                 "train_miou": scores["miou"],
                 "train_iou": scores["iou"],
+                "val_miou": result.final_eval,
+                "val_curve": [[step, value] for step, value in result.evals],
+                "n_train": len(images),
+                "n_val": 0 if val is None else len(val[0]),
                 "final_loss": float(np.mean(result.losses[-10:])),
                 "steps": result.steps,
                 "grqa": None if grqa is None else asdict(grqa),
                 "config": OmegaConf.to_container(cfg),
             },
         )
+    held = "" if val is None else f", held-out validation mIoU {result.final_eval:.4f} ({len(val[0])} images)"
     print(
         f"trained {result.steps} steps (grqa={'off' if grqa is None else 'on'}); training-set mIoU "
-        f"{scores['miou']:.4f} -> {final}"
+        f"{scores['miou']:.4f}{held} -> {final}"
     )
     return 0
 
