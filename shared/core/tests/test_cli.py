@@ -357,3 +357,9 @@ def test_claims_and_checks_are_counted_apart():
     assert verdict_summary(rows, "cpu") == "1/2 claims hold, 1/1 checks pass"
     dicts = [{"id": "C1", "holds": False}, {"id": "P1", "holds": True}]
     assert verdict_summary(dicts, "smoke").startswith("0/1 claims hold, 1/1 checks pass (scale=smoke")
+    # undecided rows are counted as not holding and named; a table of checks only has no "0/0 claims"
+    undecided = [Claim("C1", "", 0, 0, False, "", decided=False), Claim("C2", "", 0, 0, True, "")]
+    assert verdict_summary(undecided, "cpu") == "1/2 claims hold, 1 undecided"
+    real = [{"id": "R1", "holds": True}, {"id": "R2", "holds": False, "decided": False}]
+    assert verdict_summary(real, "real") == "1/2 checks pass, 1 undecided"
+    assert verdict_summary([], "cpu") == "0/0 claims hold"

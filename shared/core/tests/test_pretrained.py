@@ -231,11 +231,35 @@ def test_moefy_top_k_block_equals_a_hand_computed_moe():
     assert (got - expect).abs().max().item() < 1e-5
 
 
+def test_moefy_copy_mode_is_exact_at_any_top_k_and_its_experts_train_apart():
+    dense = _llama()
+    ids = torch.randint(0, dense.config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        ref = dense(ids).logits
+    for k in (1, 2):
+        moe = P.moefy(dense, n_experts=4, top_k=k, mode="copy", router_std=0.5, seed=3)
+        block = moe.model.layers[0].mlp
+        assert block.experts.gate_up_proj.shape == (4, 2 * 48, dense.config.hidden_size)
+        with torch.no_grad():
+            assert (moe(ids).logits - ref).abs().max().item() < 1e-5
+    # the random router differs between experts and is reproducible from its seed
+    w = block.gate.weight
+    assert w.std().item() == pytest.approx(0.5, rel=0.2)
+    again = P.moefy(dense, n_experts=4, top_k=2, mode="copy", router_std=0.5, seed=3)
+    assert torch.equal(again.model.layers[0].mlp.gate.weight, w)
+    # independent copies: changing one expert leaves the others (and the dense model) as they were
+    with torch.no_grad():
+        block.experts.down_proj[0].mul_(2.0)
+    assert torch.equal(block.experts.down_proj[1], dense.model.layers[0].mlp.down_proj.weight)
+
+
 def test_moefy_refuses_what_it_cannot_split():
     with pytest.raises(UserError, match="not divisible"):
         P.moefy(_llama(), n_experts=5)
     with pytest.raises(UserError, match="Llama-style"):
         P.moefy(tiny_model("gpt2"), n_experts=2)
+    with pytest.raises(UserError, match="unknown moefy mode"):
+        P.moefy(_llama(), n_experts=4, mode="clone")
 
 
 # --------------------------------------------------------------------------------- the real models (slow)

@@ -15,6 +15,19 @@ def test_claim_requires_a_computed_bool():
         Claim("C1", "x", 1, 2, "yes", "typed in")
     with pytest.raises(TypeError):
         Claim("C1", "x", 1, 2, None, "missing")
+    with pytest.raises(ValueError, match="undecided"):
+        Claim("C1", "x", 1, 2, True, "r", decided=False)
+    with pytest.raises(TypeError):
+        Claim("C1", "x", 1, 2, False, "r", decided="no")
+
+
+def test_undecided_claims_print_undecided():
+    claims = [
+        Claim("C1", "x", 0, 0, False, "r"),
+        Claim("C2", "y", 0, 0, np.bool_(False), "r", decided=np.bool_(False)),
+    ]
+    rows = claims_table(claims).splitlines()[2:]
+    assert "| **no** |" in rows[0] and "| undecided |" in rows[1] and "**no**" not in rows[1]
 
 
 def test_claims_table_escapes_and_marks_failures():

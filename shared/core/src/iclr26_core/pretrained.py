@@ -310,7 +310,14 @@ def real_text(split: str = "test", min_chars: int = 80) -> list[str]:
 
 
 # -------------------------------------------------------------------------------------------------- MoE
-def moefy(model: Any, n_experts: int = 8, top_k: int | None = None) -> Any:
+def moefy(
+    model: Any,
+    n_experts: int = 8,
+    top_k: int | None = None,
+    mode: str = "slice",
+    router_std: float = 0.0,
+    seed: int = 0,
+) -> Any:
     """Upcycle a Llama-style dense causal LM into a Mixtral-style sparse MoE (``MixtralForCausalLM``).
 
     Each MLP's ``I`` neurons are split into ``n_experts`` contiguous slices of ``I / n_experts``: expert e gets
@@ -318,8 +325,16 @@ def moefy(model: Any, n_experts: int = 8, top_k: int | None = None) -> Any:
     ``top_k`` (Mixtral renormalises the chosen experts' softmax weights to sum to 1, so each gets ``1/top_k``
     under a uniform router). The router starts at zero. With ``top_k == n_experts`` (the default) the MoE equals
     the dense model up to float error (Σ_e down[:, S_e]·h[S_e] = down·h); with ``top_k < n_experts`` it keeps the
-    chosen slices' partial sums, and the router needs training (a package's business). Attention, norms,
-    embeddings and the head are copied as they are.
+    chosen slices' partial sums, and the router needs training (a package's business).
+
+    ``mode="copy"`` is sparse upcycling (Komatsuzaki et al., 2023): every expert is a full copy of the MLP
+    (``intermediate_size`` unchanged, ``n_experts`` times the MLP parameters) and, because Mixtral renormalises
+    the chosen experts' weights to sum to 1, the MoE equals the dense model at *any* ``top_k`` — until training
+    makes the experts differ (the router gets no gradient before that: its choice changes nothing).
+
+    The router starts at zero (every expert equally likely; ties go to the lowest indices), or with
+    ``router_std > 0`` at N(0, router_std²) drawn from ``seed`` so tokens start with distinct top-k sets.
+    Attention, norms, embeddings and the head are copied as they are.
     """
     import torch
     import transformers
@@ -337,7 +352,11 @@ def moefy(model: Any, n_experts: int = 8, top_k: int | None = None) -> Any:
         raise UserError(f"top_k must be in [1, {n_experts}], got {top_k}")
     if getattr(cfg, "mlp_bias", False) or getattr(cfg, "attention_bias", False):
         raise UserError("moefy does not support biased MLP/attention projections")
-    size = inter // n_experts
+    if mode not in ("slice", "copy"):
+        raise UserError(f"unknown moefy mode {mode!r}; choose 'slice' or 'copy'")
+    if router_std < 0:
+        raise UserError(f"router_std must be >= 0, got {router_std}")
+    size = inter // n_experts if mode == "slice" else inter
     moe_cfg = transformers.MixtralConfig(
         vocab_size=cfg.vocab_size,
         hidden_size=cfg.hidden_size,
@@ -366,14 +385,20 @@ def moefy(model: Any, n_experts: int = 8, top_k: int | None = None) -> Any:
     for key, value in model.state_dict().items():
         if ".mlp." not in key:
             state[key] = value
+    gen = torch.Generator().manual_seed(int(seed))
     for i, layer in enumerate(model.model.layers):
         mlp, prefix = layer.mlp, f"model.layers.{i}.mlp"
-        gate = mlp.gate_proj.weight.detach().reshape(n_experts, size, -1)
-        up = mlp.up_proj.weight.detach().reshape(n_experts, size, -1)
-        down = mlp.down_proj.weight.detach().reshape(-1, n_experts, size).permute(1, 0, 2)
-        state[f"{prefix}.experts.gate_up_proj"] = torch.cat([gate, up], dim=1).contiguous()
-        state[f"{prefix}.experts.down_proj"] = (down * top_k).contiguous()
-        state[f"{prefix}.gate.weight"] = torch.zeros(n_experts, cfg.hidden_size, dtype=dtype)
+        gate, up, down = (p.weight.detach() for p in (mlp.gate_proj, mlp.up_proj, mlp.down_proj))
+        if mode == "slice":
+            gate_up = torch.cat([gate.reshape(n_experts, size, -1), up.reshape(n_experts, size, -1)], dim=1)
+            down = down.reshape(-1, n_experts, size).permute(1, 0, 2) * top_k
+        else:  # every expert the whole MLP (independent copies: training makes them differ)
+            gate_up = torch.cat([gate, up], dim=0).unsqueeze(0).repeat(n_experts, 1, 1)
+            down = down.unsqueeze(0).repeat(n_experts, 1, 1)
+        state[f"{prefix}.experts.gate_up_proj"] = gate_up.contiguous()
+        state[f"{prefix}.experts.down_proj"] = down.contiguous()
+        router = torch.randn(n_experts, cfg.hidden_size, generator=gen) * router_std
+        state[f"{prefix}.gate.weight"] = router.to(dtype)
     if cfg.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     moe.load_state_dict(state, strict=False, assign=True)

@@ -20,7 +20,12 @@ from .fs import atomic_write_text, write_json
 
 @dataclass
 class Claim:
-    """One reproduced claim: ``holds`` must be a computed boolean, ``rule`` the comparison that gave it."""
+    """One reproduced claim: ``holds`` must be a computed boolean, ``rule`` the comparison that gave it.
+
+    ``decided=False`` marks a claim the run cannot decide: a headroom gate fixed before the run (the model or
+    the strongest baseline is at chance, the interval straddles the minimal effect) says the measurement says
+    nothing either way. Such a claim does not hold (``holds`` must be False), and the table prints "undecided".
+    """
 
     id: str
     claim: str
@@ -29,6 +34,7 @@ class Claim:
     holds: bool
     rule: str
     note: str = ""
+    decided: bool = True
 
     def __post_init__(self) -> None:
         # numpy/torch booleans are fine; anything else (a string "yes", None) is a bug in the caller
@@ -36,6 +42,12 @@ class Claim:
         if not isinstance(holds, bool):
             raise TypeError(f"Claim {self.id}: holds must be a computed bool, got {self.holds!r}")
         self.holds = holds
+        decided = self.decided.item() if hasattr(self.decided, "item") else self.decided
+        if not isinstance(decided, bool):
+            raise TypeError(f"Claim {self.id}: decided must be a computed bool, got {self.decided!r}")
+        if not decided and holds:
+            raise ValueError(f"Claim {self.id}: an undecided claim cannot hold")
+        self.decided = decided
 
 
 @dataclass
@@ -75,7 +87,8 @@ def claims_table(claims: list[Claim]) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in claims:
-        cells = [c.id, c.claim, c.paper, c.measured, "yes" if c.holds else "**no**", c.rule, c.note]
+        verdict = "yes" if c.holds else "**no**" if c.decided else "undecided"
+        cells = [c.id, c.claim, c.paper, c.measured, verdict, c.rule, c.note]
         lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
     return "\n".join(lines)
 
@@ -92,15 +105,26 @@ def is_claim(claim_id: str) -> bool:
     return str(claim_id).startswith("C")
 
 
+def _row(c: Any) -> tuple[str, bool, bool]:
+    if isinstance(c, dict):
+        return str(c["id"]), bool(c["holds"]), bool(c.get("decided", True))
+    return str(c.id), bool(c.holds), bool(getattr(c, "decided", True))
+
+
 def verdict_summary(claims: Iterable[Any], scale: str = "") -> str:
-    """ "2/6 claims hold, 4/4 checks pass" (Claim objects or metrics.json dicts); at scale=smoke marked as a
-    plumbing check."""
-    rows = [(c["id"], bool(c["holds"])) if isinstance(c, dict) else (c.id, c.holds) for c in claims]
-    main = [h for i, h in rows if is_claim(i)]
-    checks = [h for i, h in rows if not is_claim(i)]
-    text = f"{sum(main)}/{len(main)} claims hold"
+    """ "2/6 claims hold, 4/4 checks pass" (Claim objects or metrics.json dicts), then ", 1 undecided" when some
+    rows could not be decided; a table of checks only (ids not starting with "C") reads "3/4 checks pass". At
+    scale=smoke marked as a plumbing check."""
+    rows = [_row(c) for c in claims]
+    main = [h for i, h, _ in rows if is_claim(i)]
+    checks = [h for i, h, _ in rows if not is_claim(i)]
+    undecided = sum(not d for _, _, d in rows)
+    parts = [f"{sum(main)}/{len(main)} claims hold"] if main or not checks else []
     if checks:
-        text += f", {sum(checks)}/{len(checks)} checks pass"
+        parts.append(f"{sum(checks)}/{len(checks)} checks pass")
+    if undecided:
+        parts.append(f"{undecided} undecided")
+    text = ", ".join(parts)
     if scale == "smoke":
         text += " (scale=smoke: a plumbing check, not a result)"
     return text
