@@ -59,7 +59,9 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert cells["c1"][0]["world"] == "φ=70°, α=1" and cells["c1_theta"][0]["world"] == "θ=45°, α=1"
     for cell in ("c1_phi30", "c1_theta"):
         ref = (mean(cell, "sae", "merged"), mean(cell, "sae_a", "merged"))
-        assert f"cell {cells[cell][0]['world']}: merged {ref[0]:.3f} -> {ref[1]:.3f}" in claims["C1"]["note"]
+        recall = cells[cell][0]["recall_original"]  # smoke: one seed
+        head = f"cell {cells[cell][0]['world']} (original recall@1 {recall:.3f}): "
+        assert f"{head}merged {ref[0]:.3f} -> {ref[1]:.3f}" in claims["C1"]["note"]
     assert "0.2's cell θ=0°, α=1" in claims["C4"]["note"]
     # the C1 cell also trains the unit-norm dictionary as an arm; the headline arms use free norms (official)
     assert {"sae", "sae_a", "sae_unit", "sae_a_unit"} <= set(cells["c1"][0])

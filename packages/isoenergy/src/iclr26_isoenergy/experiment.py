@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from .energy import energy_report, restrict
-from .gap import gap_table, mean_center, shift_gap
+from .gap import gap_table, mean_center, recall_at_1, shift_gap
 from .recovery import dictionary_distance, max_cosine_agreement, merged_rate, r2_score
 from .toy import IsoEnergyToy
 from .training import train_aligned_sae
@@ -91,8 +91,9 @@ def run_cell(
     toy = make_toy(cfg, setting)
     img, txt = toy.sample(int(cfg.data.train_pairs), seed=seed)
     ei, et = toy.sample(int(cfg.data.eval_pairs), seed=EVAL_SEED + seed)
-    out: dict[str, Any] = {"reports": {}}
     n_w, batch = int(cfg.eval.wasserstein_n), int(cfg.eval.recall_batch)
+    # the world's own cross-modal signal: recall@1 of the original evaluation pairs (chance 1/batch)
+    out: dict[str, Any] = {"reports": {}, "recall_original": recall_at_1(ei, et, batch=batch, seed=seed)}
     baselines = baseline_gaps(ei, et, n_w, batch, seed) if gaps else None
     for arm, over in arms.items():
         kw = {

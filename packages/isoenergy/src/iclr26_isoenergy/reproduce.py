@@ -58,7 +58,8 @@ def _other(cells: dict, keys: tuple[str, ...]) -> str:
                 f"{k} {_mean(_arm(cells, cell, 'sae', k)):.3f} -> {_mean(_arm(cells, cell, 'sae_a', k)):.3f}"
                 for k in keys
             ]
-            out += f"; cell {cells[cell][0]['world']}: " + ", ".join(parts)
+            recall = _mean([run["recall_original"] for run in cells[cell]])
+            out += f"; cell {cells[cell][0]['world']} (original recall@1 {recall:.3f}): " + ", ".join(parts)
     return out
 
 
@@ -93,7 +94,8 @@ def claim_c1(cells: dict) -> tuple[Claim, Claim]:
         holds,
         "mean over seeds: merged(SAE-A) >= merged(SAE) + 0.1 and R²(SAE-A) >= R²(SAE) - 0.05",
         f"{n} seed(s); merged per seed SAE {_spread(m_s)}, SAE-A {_spread(m_a)}; SAE-A's final "
-        f"alignment term {_mean(al_a):+.3f} (−cos of the pair codes)"
+        f"alignment term {_mean(al_a):+.3f} (−cos of the pair codes); original recall@1 "
+        f"{_mean([run['recall_original'] for run in cells['c1']]):.3f}"
         + _unit_arm(cells, "merged")
         + _other(cells, ("merged", "r2")),
     )
