@@ -91,3 +91,24 @@ def test_bad_world_settings_are_one_error():
         IsoEnergyToy(view_offset_deg=120.0)
     with pytest.raises(IsoEnergyError, match="gap_rank"):
         IsoEnergyToy(d=8, view_offset_deg=30.0, gap_rank=4)
+
+
+def test_alignment_term_acts_only_through_atoms_both_views_select():
+    """The README's diagnosis: MP codes are hard selections, so −cos(z_I, z_T) has no gradient on the dictionary
+    when the two views of a pair select disjoint atoms (the split), and one when they share an atom."""
+    from iclr26_isoenergy import MatchingPursuitSAE, alignment_loss
+
+    e = torch.eye(8)
+    sae = MatchingPursuitSAE(8, 8, k=3)
+    with torch.no_grad():
+        sae.dictionary.copy_(e)
+
+    def grad(img, txt):
+        sae.zero_grad()
+        z = sae.encode(torch.stack([img, txt]))
+        alignment_loss(z[:1], z[1:]).backward()  # top-1 masking on, as in the paper
+        return 0.0 if sae.dictionary.grad is None else float(sae.dictionary.grad.abs().max())
+
+    img = e[0] + 0.5 * e[1] + 0.3 * e[4]
+    assert grad(img, e[2] + 0.5 * e[3] + 0.3 * e[5]) == 0.0  # split: no atom in common
+    assert grad(img, e[2] + 0.5 * e[1] + 0.3 * e[5]) > 1e-3  # atom 1 selected by both views
