@@ -35,19 +35,34 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
         mean("c1", "sae", "r2") - 0.05
     )
     assert claims["C1"]["holds"] == c1
-    assert claims["C1b"]["holds"] == (mean("c1", "sae_a", "W") - mean("c1", "sae", "W") <= 0)
+    dw = mean("c1", "sae_a", "W") - mean("c1", "sae", "W")
+    dm = mean("c1", "sae_a", "mma") - mean("c1", "sae", "mma")
+    assert claims["C1b"]["holds"] == (dw <= -0.02 and dm >= 0.02)
     c2 = (
         abs(mean("c2", "sae_a", "W") - mean("c2", "sae", "W")) <= 0.05
         and abs(mean("c2", "sae_a", "mma") - mean("c2", "sae", "mma")) <= 0.05
     )
-    assert claims["C2"]["holds"] == c2
+    # C2 is decided only when the term has an effect in the C1 cell (a gate fixed before the run)
+    c2_decided = mean("c1", "sae_a", "merged") - mean("c1", "sae", "merged") >= 0.1 or abs(dw) >= 0.02
+    assert claims["C2"]["decided"] == c2_decided
+    assert claims["C2"]["holds"] == (c2 and c2_decided)
     ratio = statistics.fmean(
         r["sae_a"]["gap"]["bimodal-only"]["dim"] / r["sae_a"]["gap"]["reconstructed"]["dim"]
         for r in cells["c34"]
     )
     assert claims["C3"]["holds"] == (ratio <= 0.4)
     rec, bi, uni = (gap("sae_a", v, "recall@1") for v in ("reconstructed", "bimodal-only", "unimodal-only"))
-    assert claims["C4"]["holds"] == (bi >= 0.8 * rec and uni <= 0.05)
+    c4_decided = gap("sae_a", "original", "recall@1") >= 0.1  # the cell carries an alignment signal at all
+    assert claims["C4"]["decided"] == c4_decided
+    assert claims["C4"]["holds"] == (bi >= 0.8 * rec and uni <= 0.05 and c4_decided)
+    # the headline cells are the modality-gap world; 0.2's θ cells run beside and are quoted in the notes
+    assert cells["c1"][0]["world"] == "φ=70°, α=1" and cells["c1_theta"][0]["world"] == "θ=45°, α=1"
+    for cell in ("c1_phi30", "c1_theta"):
+        ref = (mean(cell, "sae", "merged"), mean(cell, "sae_a", "merged"))
+        recall = cells[cell][0]["recall_original"]  # smoke: one seed
+        head = f"cell {cells[cell][0]['world']} (original recall@1 {recall:.3f}): "
+        assert f"{head}merged {ref[0]:.3f} -> {ref[1]:.3f}" in claims["C1"]["note"]
+    assert "0.2's cell θ=0°, α=1" in claims["C4"]["note"]
     # the C1 cell also trains the unit-norm dictionary as an arm; the headline arms use free norms (official)
     assert {"sae", "sae_a", "sae_unit", "sae_a_unit"} <= set(cells["c1"][0])
     unit = (mean("c1", "sae_unit", "merged"), mean("c1", "sae_a_unit", "merged"))

@@ -1,4 +1,4 @@
-"""One cell of the synthetic study: a toy world (θ, α), a seed, SAE (β = 0) and SAE-A (β > 0), all metrics.
+"""One cell of the synthetic study: a toy world (θ or φ, α), a seed, SAE (β = 0) and SAE-A (β > 0), all metrics.
 
 For each arm: R², L0, W against the full truth set and against {S_c}, mma, merged rate, the energy report's
 counts and fractions, and (when asked) the gap table of the interventions: reconstructed, bimodal-only,
@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from .energy import energy_report, restrict
-from .gap import gap_table, mean_center, shift_gap
+from .gap import gap_table, mean_center, recall_at_1, shift_gap
 from .recovery import dictionary_distance, max_cosine_agreement, merged_rate, r2_score
 from .toy import IsoEnergyToy
 from .training import train_aligned_sae
@@ -31,8 +31,10 @@ def make_toy(cfg: Any, setting: Any) -> IsoEnergyToy:
         noise=float(cfg.toy.noise),
         seed=int(cfg.toy.seed),
         concept_freq=str(cfg.toy.concept_freq),
-        rotation_deg=float(setting.rotation_deg),
+        rotation_deg=float(setting.get("rotation_deg", 0.0)),
         text_amplitude=float(setting.text_amplitude),
+        view_offset_deg=float(setting.get("view_offset_deg", 0.0)),
+        gap_rank=int(setting.get("gap_rank", 0)),
     )
 
 
@@ -49,7 +51,8 @@ def score_sae(sae, toy: IsoEnergyToy, ei: torch.Tensor, et: torch.Tensor, eps: f
         "W": dictionary_distance(toy.truth("full"), atoms),
         "W_shared": dictionary_distance(toy.truth("shared"), atoms),
         "mma": max_cosine_agreement(toy.truth("full"), atoms),
-        "merged": merged_rate(atoms, toy.atoms["shared"], toy.atoms["text_shared"], rep.labels),
+        "mma_shared": max_cosine_agreement(toy.truth("shared"), atoms),
+        "merged": merged_rate(atoms, toy.atoms["image_shared"], toy.atoms["text_shared"], rep.labels),
         "counts": rep.counts,
         "energy_fractions": rep.fractions,
     }
@@ -88,8 +91,9 @@ def run_cell(
     toy = make_toy(cfg, setting)
     img, txt = toy.sample(int(cfg.data.train_pairs), seed=seed)
     ei, et = toy.sample(int(cfg.data.eval_pairs), seed=EVAL_SEED + seed)
-    out: dict[str, Any] = {"reports": {}}
     n_w, batch = int(cfg.eval.wasserstein_n), int(cfg.eval.recall_batch)
+    # the world's own cross-modal signal: recall@1 of the original evaluation pairs (chance 1/batch)
+    out: dict[str, Any] = {"reports": {}, "recall_original": recall_at_1(ei, et, batch=batch, seed=seed)}
     baselines = baseline_gaps(ei, et, n_w, batch, seed) if gaps else None
     for arm, over in arms.items():
         kw = {
@@ -111,6 +115,8 @@ def run_cell(
         metrics["beta"] = kw["beta"]
         metrics["epochs"] = kw["epochs"]
         metrics["final_loss"] = trained.history["loss"][-1]
+        tail = trained.history["align"][-20:]  # the masked pair-code cosine term (−cos), end of training
+        metrics["final_align"] = sum(tail) / len(tail)
         if gaps:
             metrics["gap"] = gap_interventions(trained.sae, rep, ei, et, n_w, batch, seed, baselines)
         out[arm] = metrics

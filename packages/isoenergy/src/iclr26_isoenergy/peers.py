@@ -210,7 +210,7 @@ def peers_markdown(
 
 
 def maybe_peers(cfg: Any, ctx: Any, cell: dict[str, Any]) -> dict[str, Any] | None:
-    """With ``peers=true``: every installed peer on the pairs of ``cell`` (the θ=0°, α=1 cell of the first
+    """With ``peers=true``: every installed peer on the pairs of ``cell`` (the c34 cell of the first
     seed) -> peers.md in the run directory; the missing ones are one line."""
     if not bool(cfg.get("peers", False)):
         return None
@@ -236,7 +236,7 @@ def maybe_peers(cfg: Any, ctx: Any, cell: dict[str, Any]) -> dict[str, Any] | No
     )
     pot = pot_agreement(ei, et, int(cfg.eval.wasserstein_n), int(cfg.seed))
     note = (
-        f"θ=0°, α=1 toy, {img.shape[0]} training pairs, {ei.shape[0]} evaluation pairs, K={int(cfg.sae.n_atoms)}, "
+        f"{cell.get('world', 'θ=0°, α=1')} toy, {img.shape[0]} training pairs, {ei.shape[0]} evaluation pairs, K={int(cfg.sae.n_atoms)}, "
         f"{int(cell['sae']['epochs'])} epochs of {int(cfg.train.batch_pairs)} pairs, OneCycle max lr {float(cfg.train.lr):g}."
     )
     if missing:

@@ -13,6 +13,16 @@ one image-only atom and one text-only atom (coefficients U[0.5, 1.5]):
 then both are L2-normalised. α = 1: a shared concept carries the same energy in both modalities (Iso-Energy
 holds); α = 0.1: it is violated. ``concept_freq="zipf"`` draws concepts with probability ∝ 1/rank instead of
 uniformly (unequal frequencies).
+
+The modality-gap world (``view_offset_deg`` φ > 0, exclusive with θ): each view of concept c is the concept
+turned by φ towards its own modality-specific offset,
+
+    image view I_c = cos φ·S_c + sin φ·U_c,   text view T_c = cos φ·S_c + sin φ·V_c,   U_c, V_c, S_c orthonormal
+
+and x_I = Σ a_c I_c + ..., x_T = α·Σ a_c T_c + ...; the truth of concept c is S_c, which neither view
+contains alone: cos(I_c, S_c) = cos(T_c, S_c) = cos φ and cos(I_c, T_c) = cos²φ by construction. With
+``gap_rank`` r > 0 the offsets U_c (V_c) lie in one r-dimensional image (text) subspace, orthogonal to the
+concepts' subspace (a low-rank modality gap); r = 0 draws them per concept in general position.
 """
 
 from __future__ import annotations
@@ -42,18 +52,30 @@ class IsoEnergyToy:
         noise: float = 0.05,
         seed: int = 123,
         concept_freq: str = "uniform",
+        view_offset_deg: float = 0.0,
+        gap_rank: int = 0,
     ) -> None:
         if not 1 <= active_shared <= n_shared:
             raise IsoEnergyError(f"active_shared must be in [1, n_shared={n_shared}], got {active_shared}")
         if n_image < 1 or n_text < 1 or d < 2:
             raise IsoEnergyError("the toy needs d >= 2 and at least one image-only and one text-only atom")
+        if not 0.0 <= float(view_offset_deg) <= 90.0:
+            raise IsoEnergyError(f"view_offset_deg must be in [0, 90], got {view_offset_deg}")
+        if float(view_offset_deg) > 0 and float(rotation_deg) % 360 != 0:
+            raise IsoEnergyError("choose one of rotation_deg (θ) and view_offset_deg (φ), not both")
         if concept_freq not in ("uniform", "zipf"):
             raise IsoEnergyError(f"concept_freq must be uniform or zipf, got {concept_freq!r}")
         self.d, self.n_shared, self.n_image, self.n_text = int(d), int(n_shared), int(n_image), int(n_text)
         self.active_shared = int(active_shared)
         self.rotation_deg, self.text_amplitude = float(rotation_deg), float(text_amplitude)
         self.bias, self.noise, self.seed = float(bias), float(noise), int(seed)
-        self.concept_freq = concept_freq
+        self.concept_freq, self.view_offset_deg, self.gap_rank = (
+            concept_freq,
+            float(view_offset_deg),
+            int(gap_rank),
+        )
+        if not 0 <= self.gap_rank <= (self.d - 1) // 2:
+            raise IsoEnergyError(f"gap_rank must be in [0, (d-1)//2 = {(self.d - 1) // 2}], got {gap_rank}")
         g = torch.Generator().manual_seed(self.seed)
 
         def unit(n: int) -> torch.Tensor:
@@ -62,15 +84,34 @@ class IsoEnergyToy:
         shared = unit(self.n_shared)
         perp = unit(self.n_shared)
         perp = F.normalize(perp - (perp * shared).sum(1, keepdim=True) * shared, dim=1)  # N_c ⟂ S_c
-        theta = math.radians(self.rotation_deg)
+        theta, phi = math.radians(self.rotation_deg), math.radians(self.view_offset_deg)
+        image, text, bias_image, bias_text = unit(self.n_image), unit(self.n_text), unit(1)[0], unit(1)[0]
+        # φ > 0, the modality-gap world: an image offset U_c = N_c and a text offset V_c ⟂ {S_c, N_c} per concept
+        # (drawn last, so that the θ world's atoms do not change)
+        vtxt = unit(self.n_shared)
+        for basis in (shared, perp):
+            vtxt = F.normalize(vtxt - (vtxt * basis).sum(1, keepdim=True) * basis, dim=1)
+        uimg = perp
+        if phi > 0 and self.gap_rank > 0:  # offsets inside an r-dim image and an r-dim text subspace
+            q, _ = torch.linalg.qr(torch.randn(self.d, self.d, generator=g))
+            r = self.gap_rank
+            bi, bt, rest = q[:, :r].T, q[:, r : 2 * r].T, q[:, 2 * r :].T
+            shared = F.normalize(torch.randn(self.n_shared, rest.shape[0], generator=g) @ rest, dim=1)
+            uimg = F.normalize(torch.randn(self.n_shared, r, generator=g) @ bi, dim=1)
+            vtxt = F.normalize(torch.randn(self.n_shared, r, generator=g) @ bt, dim=1)
         self.atoms: dict[str, torch.Tensor] = {
             "shared": shared,
             "perp": perp,
-            "text_shared": math.cos(theta) * shared + math.sin(theta) * perp,
-            "image": unit(self.n_image),
-            "text": unit(self.n_text),
-            "bias_image": unit(1)[0],
-            "bias_text": unit(1)[0],
+            "image_shared": math.cos(phi) * shared + math.sin(phi) * uimg,
+            "text_shared": (
+                math.cos(phi) * shared + math.sin(phi) * vtxt
+                if phi > 0
+                else math.cos(theta) * shared + math.sin(theta) * perp
+            ),
+            "image": image,
+            "text": text,
+            "bias_image": bias_image,
+            "bias_text": bias_text,
         }
         ranks = torch.arange(1, self.n_shared + 1, dtype=torch.float64)
         self.concept_probs = (1.0 / ranks if concept_freq == "zipf" else torch.ones_like(ranks)).float()
@@ -78,12 +119,12 @@ class IsoEnergyToy:
 
     def truth(self, kind: str = "full") -> torch.Tensor:
         """True atoms to compare a dictionary with: "shared" = {S_c}; "full" = {S_c, T_c (when θ ≠ 0),
-        image-only, text-only, both biases}."""
+        image-only, text-only, both biases}. In the φ world the views are not truth atoms: S_c is the concept."""
         a = self.atoms
         if kind == "shared":
             return a["shared"]
         parts = [a["shared"]]
-        if self.rotation_deg % 360 != 0:
+        if self.rotation_deg % 360 != 0 and self.view_offset_deg == 0:
             parts.append(a["text_shared"])
         parts += [a["image"], a["text"], a["bias_image"][None], a["bias_text"][None]]
         return torch.cat(parts)
@@ -110,7 +151,7 @@ class IsoEnergyToy:
         txt_only[torch.arange(n), torch.randint(self.n_text, (n,), generator=g)] = 0.5 + torch.rand(
             n, generator=g
         )
-        img = shared @ a["shared"] + img_only @ a["image"] + self.bias * a["bias_image"]
+        img = shared @ a["image_shared"] + img_only @ a["image"] + self.bias * a["bias_image"]
         txt = (
             self.text_amplitude * shared @ a["text_shared"]
             + txt_only @ a["text"]
