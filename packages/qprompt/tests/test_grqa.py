@@ -115,6 +115,10 @@ def test_library_default_is_the_headline_reading_of_reproduce_and_train():
     cfg = compose("iclr26_qprompt.conf", "reproduce", [])
     assert (cfg.spec_arm.objective, cfg.spec_arm.weight) == ("sum", 1.0)
     assert cfg.model.num_queries > cfg.grqa.group_size  # groups are a real top-k at the default scale
+    assert cfg.m2f.num_queries > cfg.grqa.group_size and cfg.m2f.seeds >= 1  # C3 runs by default
+    # the scale file wins over reproduce.yaml's keys
+    paper = compose("iclr26_qprompt.conf", "reproduce", ["scale=paper"])
+    assert (paper.model.num_queries, paper.device) == (100, "auto")
 
 
 @pytest.mark.parametrize("objective", ["mean", "expected"])
