@@ -4,6 +4,7 @@ a folder and a saved tiny model, as a user's data and model arrive; bad input as
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,6 +30,15 @@ def test_reproduce_smoke_verdicts_follow_the_rules(smoke_run):
             assert r["target"] == pytest.approx(np.mean([r["miou"][d] for d in ("style", "adverse", "fog")]))
         assert claims[cid]["measured"]["delta_per_seed"] == pytest.approx(deltas)
         assert claims[cid]["holds"] == all(d > 0 for d in deltas)
+        assert "GRQA = mean, λ = 0.1" in claims[cid]["note"]
+    # the spec's reading is an extra C2 arm, paired with the same plain runs, reported and not judged
+    spec = [
+        s["target"] - p["target"] for p, s in zip(m["qprompt"]["plain"], m["qprompt"]["spec"], strict=False)
+    ]
+    assert len(spec) == 1 and claims["C2"]["measured"]["spec_delta_per_seed"] == pytest.approx(spec)
+    assert m["grqa_arms"]["spec"] == {"objective": "sum", "weight": 1.0}
+    table = (Path(smoke_run[0]) / "table.md").read_text()
+    assert "QPrompt + GRQA (sum, λ = 1)" in table and "Mask2Former + GRQA (mean, λ = 0.1)" in table
     z = m["zero_cost"]
     assert claims["C4"]["holds"] == (
         z["same_keys"]

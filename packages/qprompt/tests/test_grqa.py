@@ -45,8 +45,9 @@ def test_loss_invariant_to_affine_rewards():
     np.testing.assert_allclose(group_advantages(2 * r + 3, eps=0.0), group_advantages(r, eps=0.0), rtol=1e-9)
 
 
-def _naive(batch, cfg: GRQAConfig, objective: str = "sum") -> float:
+def _naive(batch, cfg: GRQAConfig, objective: str | None = None) -> float:
     """Scalar loops: every image, segment and query on its own, plain Python arithmetic where possible."""
+    objective = objective or cfg.objective
     total, n_groups = 0.0, 0
     emb, pix = batch["mask_embeds"].detach(), batch["pixel_embeds"].detach()
     ml, cl = batch["mask_logits"], batch["class_logits"]
@@ -94,12 +95,30 @@ def _naive(batch, cfg: GRQAConfig, objective: str = "sum") -> float:
     return total / n_groups
 
 
-@pytest.mark.parametrize("group_size", [3, 6])
-def test_grqa_loss_matches_naive_loops(group_size):
+@pytest.mark.parametrize(("group_size", "objective"), [(3, "sum"), (6, "sum"), (6, "mean")])
+def test_grqa_loss_matches_naive_loops(group_size, objective):
     batch = _batch(1)
-    cfg = GRQAConfig(group_size=group_size)
+    cfg = GRQAConfig(group_size=group_size, objective=objective)
     out = grqa_loss(**batch, cfg=cfg)
     assert math.isclose(float(out.loss.detach()), _naive(batch, cfg), rel_tol=1e-4, abs_tol=1e-5)
+
+
+def test_library_default_is_the_headline_reading_of_reproduce_and_train():
+    """`GRQAConfig()`, `reproduce`'s headline GRQA and `train`'s default are one reading (mean, λ = 0.1); the spec's
+    reading (sum, λ = 1) is `reproduce`'s extra arm."""
+    from iclr26_core.configs import compose
+
+    default = GRQAConfig()
+    assert (default.objective, default.weight) == ("mean", 0.1)
+    for name in ("reproduce", "train"):
+        assert GRQAConfig(**compose("iclr26_qprompt.conf", name, []).grqa) == default
+    cfg = compose("iclr26_qprompt.conf", "reproduce", [])
+    assert (cfg.spec_arm.objective, cfg.spec_arm.weight) == ("sum", 1.0)
+    assert cfg.model.num_queries > cfg.grqa.group_size  # groups are a real top-k at the default scale
+    assert cfg.m2f.num_queries > cfg.grqa.group_size and cfg.m2f.seeds >= 1  # C3 runs by default
+    # the scale file wins over reproduce.yaml's keys
+    paper = compose("iclr26_qprompt.conf", "reproduce", ["scale=paper"])
+    assert (paper.model.num_queries, paper.device) == (100, "auto")
 
 
 @pytest.mark.parametrize("objective", ["mean", "expected"])

@@ -3,7 +3,7 @@ last ViT block only, trained with Group Relative Query Alignment (GRQA) (OpenRev
 
 >>> import iclr26_qprompt as qp
 >>> model = qp.build_qprompt(num_classes=5)                   # tiny random EoMT with num_blocks=1
->>> trainer = qp.with_grqa(model, qp.GRQAConfig(weight=1.0))  # loss = L_seg + λ·L_GRQA
+>>> trainer = qp.with_grqa(model, qp.GRQAConfig())  # mean, λ = 0.1; loss = L_seg + λ·L_GRQA
 >>> out = trainer(pixel_values, mask_labels, class_labels); out.loss.backward()
 >>> deployed = trainer.unwrap()                               # the plain model: GRQA costs nothing at inference
 >>> labels = qp.semantic_inference(o.class_queries_logits, o.masks_queries_logits, (64, 64))

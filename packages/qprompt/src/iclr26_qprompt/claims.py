@@ -37,8 +37,10 @@ def _noise_note(runs: dict[str, list[dict]], tolerance: float) -> tuple[str, dic
         parts.append(f"within noise: |mean Δ| {abs(mean):.4f} < baseline seed std {std:.4f}")
     else:
         parts.append(f"|mean Δ| {abs(mean):.4f} >= baseline seed std {std:.4f}")
+    if min(deltas) < 0 < max(deltas):
+        parts.append("Δ changes sign across seeds")
     parts.append("mean Δ per domain " + ", ".join(f"{d} {v:+.4f}" for d, v in per_domain.items()))
-    stale = [arm for arm, rs in runs.items() for r in rs if not_converged(r["curve"], tolerance)]
+    stale = [arm for arm in ("plain", "grqa") for r in runs[arm] if not_converged(r["curve"], tolerance)]
     if stale:
         parts.append(f"not converged ({len(stale)} runs: source mIoU rose > {tolerance} over the last half)")
     measured = {
@@ -66,14 +68,28 @@ def c1(speed: dict[str, dict[str, float]]) -> Claim:
     )
 
 
-def _paired(cid: str, claim: str, paper: str, rule: str, runs: dict[str, list[dict]], tol: float) -> Claim:
-    """C2 and C3 share one rule: the paired Δ target mIoU (with GRQA - plain) is > 0 in every seed."""
+def _reading(arm: dict[str, Any] | None) -> str:
+    return f"{arm['objective']}, λ = {arm['weight']:g}" if arm else "GRQA"
+
+
+def _paired(
+    cid: str, claim: str, paper: str, rule: str, runs: dict[str, list[dict]], tol: float, arms: dict | None
+) -> Claim:
+    """C2 and C3 share one rule: the paired Δ target mIoU (with GRQA - plain) is > 0 in every seed. ``arms`` names
+    the GRQA readings (``metrics["grqa_arms"]``); a "spec" arm in ``runs`` is reported beside, not judged."""
+    arms = arms or {}
     note, measured = _noise_note(runs, tol)
     holds = bool(all(d > 0 for d in measured["delta_per_seed"]))
+    note = f"GRQA = {_reading(arms.get('grqa'))}; {note}"
+    if runs.get("spec"):
+        spec = [s["target"] - p["target"] for p, s in zip(runs["plain"], runs["spec"], strict=False)]
+        measured["spec_delta_per_seed"] = spec
+        deltas = ", ".join(f"{d:+.4f}" for d in spec)
+        note += f"; spec's reading ({_reading(arms.get('spec'))}) as an extra arm: Δ {deltas} ({len(spec)} seed{'s' * (len(spec) > 1)})"
     return Claim(id=cid, claim=claim, paper=paper, measured=measured, holds=holds, rule=rule, note=note)
 
 
-def c2(runs: dict[str, list[dict]], tolerance: float) -> Claim:
+def c2(runs: dict[str, list[dict]], tolerance: float, arms: dict | None = None) -> Claim:
     return _paired(
         "C2",
         "GRQA improves the domain generalisation of QPrompt",
@@ -81,10 +97,11 @@ def c2(runs: dict[str, list[dict]], tolerance: float) -> Claim:
         "paired Δ target mIoU (GRQA - plain, mean over style/adverse/fog) > 0 in every seed",
         runs,
         tolerance,
+        arms,
     )
 
 
-def c3(runs: dict[str, list[dict]], tolerance: float) -> Claim:
+def c3(runs: dict[str, list[dict]], tolerance: float, arms: dict | None = None) -> Claim:
     return _paired(
         "C3",
         "GRQA is plug-and-play on Mask2Former-head DGSS models",
@@ -92,6 +109,7 @@ def c3(runs: dict[str, list[dict]], tolerance: float) -> Claim:
         "paired Δ target mIoU (with_grqa(Mask2Former) - plain) > 0 in every seed",
         runs,
         tolerance,
+        arms,
     )
 
 

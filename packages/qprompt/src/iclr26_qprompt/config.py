@@ -23,10 +23,12 @@ class GRQAConfig:
     group: ``"topk"`` or ``"all"`` (every query in every group).
     reward: r_{k,g} = Dice(σ(M_k), Y_g) + softmax(c_k)[c_g] (``"dice+cls"``), Dice only, or soft IoU only.
     temperature: T in s_{k,g} = cos(m_k, f̄_g) / T.
-    weight: λ in L = L_seg + λ·L_GRQA (not stated in the public material).
+    weight: λ in L = L_seg + λ·L_GRQA (not stated in the public material; 0.1 with ``objective="mean"`` is the
+        best of the package's λ sweep, README "λ sweep").
     scale_std: divide the centred rewards by their group std (GRPO); ``False`` gives r − mean (Dr. GRPO).
     eps: added to the std.
-    objective: how a group's advantages and policy make the loss (the reviews showed the first is degenerate):
+    objective: how a group's advantages and policy make the loss (default ``"mean"``, the reading closest to the
+        paper's "GRPO-inspired" text; the spec's ``"sum"`` is the same loss at G times the weight):
         ``"sum"`` −Σ_{k∈G} A_k·log π_k (the spec's reading: a sum over the group; because Σ_k A_k = 0 the
         log-softmax normaliser cancels, so it is −(1/T)·Σ_k A_k·cos_k, linear in the cosines, T only a weight);
         ``"mean"`` the same averaged over the group as GRPO/trl do, −(1/G)·Σ_k A_k·log π_k, computed in its
@@ -40,11 +42,11 @@ class GRQAConfig:
     group: str = "topk"
     reward: str = "dice+cls"
     temperature: float = 0.1
-    weight: float = 1.0
+    weight: float = 0.1
     scale_std: bool = True
     eps: float = 1e-6
     space: str = "mask_embed"
-    objective: str = "sum"
+    objective: str = "mean"
 
     def __post_init__(self) -> None:
         from iclr26_core.errors import UserError

@@ -75,10 +75,11 @@ def qprompt_model(
     )
 
 
-def grqa_config(cfg: Any) -> GRQAConfig:
+def grqa_config(cfg: Any, **changes: Any) -> GRQAConfig:
+    """``cfg.grqa`` as a `GRQAConfig`, with ``changes`` (e.g. another objective and λ) applied."""
     from omegaconf import OmegaConf
 
-    return GRQAConfig(**OmegaConf.to_container(cfg.grqa, resolve=True))
+    return GRQAConfig(**{**OmegaConf.to_container(cfg.grqa, resolve=True), **changes})
 
 
 def train_arm(

@@ -32,16 +32,13 @@ def sweep(cfg: Any, objectives: list[str], weights: list[float], seeds: list[int
     from .experiment import grqa_config, make_data, qprompt_model, train_arm
 
     data = make_data(cfg)
-    base = grqa_config(cfg)
     rows: list[dict] = []
     for seed in seeds:
         arms: list[tuple[str, float | None]] = [("plain", None)]
         arms += [(o, w) for o in objectives for w in weights]
         plain_target = None
         for objective, weight in arms:
-            g = None
-            if weight is not None:
-                g = type(base)(**{**base.__dict__, "objective": objective, "weight": weight})
+            g = None if weight is None else grqa_config(cfg, objective=objective, weight=weight)
             t0 = time.process_time()
             r = train_arm(cfg, data, qprompt_model(cfg, seed), seed, g, desc=f"{objective} {weight} s{seed}")
             if plain_target is None:
