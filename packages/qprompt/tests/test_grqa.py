@@ -116,6 +116,8 @@ def test_library_default_is_the_headline_reading_of_reproduce_and_train():
     assert (cfg.spec_arm.objective, cfg.spec_arm.weight) == ("sum", 1.0)
     assert cfg.model.num_queries > cfg.grqa.group_size  # groups are a real top-k at the default scale
     assert cfg.m2f.num_queries > cfg.grqa.group_size and cfg.m2f.seeds >= 1  # C3 runs by default
+    train = compose("iclr26_qprompt.conf", "train", [])
+    assert train.model.num_queries > train.grqa.group_size  # and on a user's data
     # the scale file wins over reproduce.yaml's keys
     paper = compose("iclr26_qprompt.conf", "reproduce", ["scale=paper"])
     assert (paper.model.num_queries, paper.device) == (100, "auto")
