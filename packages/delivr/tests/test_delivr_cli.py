@@ -48,6 +48,8 @@ def test_reproduce_smoke_writes_computed_report(smoke_run):
     assert c["C4"]["holds"] == (_t_low([a["flicker"] - f["flicker"] for f, a in zip(full, abl)]) > 0)
     assert c["C5"]["holds"] == (_t_low([f["spearman"] for f in full]) > 0.2)
     assert all(c[k]["measured"]["verdict"] == "undecided" for k in ("C2", "C3", "C4", "C5"))  # one seed
+    assert not any(c[k]["decided"] for k in ("C2", "C3", "C4", "C5")) and c["C1"]["decided"]
+    assert (smoke_run[0] / "report.md").read_text().count("| undecided |") == 4
     # the oracle-angle arm: C3/C4 against the same ablation, its θ the generator's angles (ρ = 1 up to ties)
     orc = [s["oracle"] for s in m["seeds"]]
     assert c["C3"]["measured"]["oracle_delta_db_per_seed"] == pytest.approx(
