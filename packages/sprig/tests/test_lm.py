@@ -85,7 +85,7 @@ def test_saved_bpe_continuations_are_tokenised_after_the_prompt(bpe, tmp_path):
     assert conts[1] == full[len(p_ids) :] and tok.decode(conts[1]) == " B"
     if any(len(c) > 1 for c in conts):  # " B" is not one token of this tiny BPE: no one-pass shortcut
         fit.per_task([SystemPrompt()])
-        assert fit.stats == {"one_pass": 0, "per_option": 6}
+        assert fit.stats == {"one_pass": 0, "per_option": 6, "cached": 0}
 
 
 def test_loglik_matches_core_mc_scorer(bpe):
@@ -116,3 +116,34 @@ def test_one_pass_shortcut_equals_per_option_scores():
     assert (
         fit.stats["one_pass"] == fit.cost(1) == 12 and fit.stats["per_option"] == 0
     )  # 6 train questions x 2
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_kv_cache_scores_equal_full_forwards(bpe, arch):
+    """The cached scorer (shared prefixes reused, multi-token options) gives the full-sequence Σ log p."""
+    model = tiny_model(arch, vocab_size=300, seed=2)
+    tok = train_bpe(300)
+    tok.chat_template = CHAT
+    qs = [
+        MCQuestion("Complete it.", ("alpha", "be", "gamma", "d"), 2, lead=f"the {w} is", continuations=None)
+        for w in ("cat", "dog", "cat")
+    ]
+    qs = [
+        MCQuestion(q.question, q.options, q.answer, lead=q.lead, continuations=(" al", " bet", " x", " d"))
+        for q in qs
+    ]
+    fit = lm_fitness(model, tok, [MCTask("t", qs * 4)], kv_cache=True)
+    items = [(fit.format_prompt(s, q), q) for s in ("Be calm.", "Be calm.", "") for q in qs]
+    assert items[0][0].endswith("<|assistant|>the cat is")  # ``lead`` opens the assistant turn
+    cached = fit._scores_cached(items)
+    for (prompt, q), got in zip(items, cached, strict=True):
+        p_ids, conts = fit.option_tokens(prompt, q)
+        assert [tok.decode(c) for c in conts] == list(q.continuations)
+        rows = [[(len(p_ids) - 1 + k, t) for k, t in enumerate(c)] for c in conts]
+        ref = fit._forward_rows([p_ids + c for c in conts], rows)
+        assert np.allclose(got, ref, atol=1e-4), (got, ref)
+    assert fit.stats["cached"] == len(items)
+    fit.kv_cache = False
+    plain = fit._predict_loglik(items)
+    fit.kv_cache = True
+    assert fit._predict_loglik(items) == plain

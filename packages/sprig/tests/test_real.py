@@ -29,5 +29,8 @@ def test_reproduce_real_smallest(tmp_path, monkeypatch):
     assert r["evaluations"]["sprig_ga"] <= r["ga_budget"] and r["ga_budget"] >= r["budget"]
     for g in r["gain_vs_default"].values():
         assert g["ci95"][0] <= g["gain"] <= g["ci95"][1]
+    assert set(r["accuracy_per_task"]["default"]) == {"next_word", "cloze_prefix", "cloze_question"}
+    gate = r["gate"]["low"] <= r["accuracy"]["default"] <= r["gate"]["high"]
     c1 = next(c for c in m["claims"] if c["id"] == "C1")
-    assert c1["holds"] == (r["gain_vs_default"]["sprig"]["ci95"][0] > 0)
+    assert c1["decided"] == gate
+    assert c1["holds"] == (gate and r["gain_vs_default"]["sprig"]["ci95"][0] > 0)

@@ -9,7 +9,10 @@ option's continuation is ``option_prefix + letter`` (``show_options=False``: the
 ``scoring="loglik"`` (default): the predicted option maximises Σ log p(continuation tokens | prompt), where the
 continuation tokens are those of ``prompt + continuation`` after the prompt's own tokens (so a BPE model scores
 " B", not "B"). When every continuation is a single token, one forward pass of the prompt scores all options (the
-shortcut is skipped otherwise). ``scoring="generate"``: greedy generation, the first option letter parsed (the
+shortcut is skipped otherwise). ``kv_cache=True`` scores one question at a time with a key-value cache instead:
+the tokens a prompt shares with the previous one (chat template, system prompt) are not recomputed (the fast
+path on a CPU). A question's ``lead`` opens the answer instead of "Answer:" and its ``continuations`` replace
+the scored option texts (lm-eval's continuation scoring inside the chat template). ``scoring="generate"``: greedy generation, the first option letter parsed (the
 paper's protocol). One evaluation of one prompt on one question is one question-evaluation.
 """
 
@@ -48,6 +51,7 @@ class LMFitness(Fitness):
         option_prefix: str = " ",
         batch_size: int = 32,
         max_new_tokens: int = 16,
+        kv_cache: bool = False,
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -64,8 +68,9 @@ class LMFitness(Fitness):
         self.n_questions, self.default_split, self.scoring = int(n_questions), split, scoring
         self.show_options, self.option_prefix = show_options, option_prefix
         self.batch_size, self.max_new_tokens = int(batch_size), int(max_new_tokens)
+        self.kv_cache = bool(kv_cache)
         self.rng = np.random.default_rng(seed)
-        self.stats = {"one_pass": 0, "per_option": 0}
+        self.stats = {"one_pass": 0, "per_option": 0, "cached": 0}
         self.task_prompts: dict[str, str] = {}  # task name -> task prompt (user turn); see `lm_task_fitness`
         self._plain = None
         self._jinja = None
@@ -83,6 +88,8 @@ class LMFitness(Fitness):
         return q.question + "\n" + "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(q.options))
 
     def continuations(self, q: MCQuestion) -> list[str]:
+        if q.continuations is not None:
+            return list(q.continuations)
         if self.show_options:
             return [self.option_prefix + LETTERS[i] for i in range(len(q.options))]
         return [self.option_prefix + o for o in q.options]
@@ -90,6 +97,7 @@ class LMFitness(Fitness):
     def format_prompt(self, system: str, q: MCQuestion, task_prompt: str = "") -> str:
         """The text the model reads before the answer (a task prompt, if any, opens the user turn)."""
         block = (task_prompt + "\n" if task_prompt else "") + self.question_block(q)
+        lead = "Answer:" if q.lead is None else q.lead
         if self._jinja is not None:
             messages = ([{"role": "system", "content": system}] if system else []) + [
                 {"role": "user", "content": block}
@@ -97,10 +105,10 @@ class LMFitness(Fitness):
             text = self.tokenizer.apply_chat_template(
                 messages, tokenize=False, add_generation_prompt=True, chat_template=self._jinja
             )
-            return text + "Answer:"
+            return text + lead
         if self._plain is not None:
             return self._plain.format(system=system, question=block)
-        return (f"{system}\n\n" if system else "") + f"{block}\nAnswer:"
+        return (f"{system}\n\n" if system else "") + f"{block}\n{lead}"
 
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -147,6 +155,8 @@ class LMFitness(Fitness):
         return out
 
     def _predict_loglik(self, items: list[tuple[str, MCQuestion]]) -> list[int]:
+        if self.kv_cache:
+            return [int(np.argmax(s)) for s in self._scores_cached(items)]
         seqs, rows, owner = [], [], []
         for k, (prompt, q) in enumerate(items):
             p_ids, conts = self.option_tokens(prompt, q)
@@ -189,6 +199,40 @@ class LMFitness(Fitness):
             logp = torch.log_softmax(logits[torch.arange(len(idx), device=logits.device), last].float(), -1)
             for r, i in enumerate(idx):
                 out[i] = [float(logp[r, t]) for _, t in rows[i]]
+        return out
+
+    def _scores_cached(self, items: list[tuple[str, MCQuestion]]) -> list[list[float]]:
+        """Σ log p of every option's continuation, one question at a time with a key-value cache: the tokens a
+        prompt shares with the previous one (the chat template and system prompt) are not recomputed, and each
+        option's later tokens are scored from the prompt's cache (exact; the fast path on a CPU)."""
+        import torch
+        from transformers import DynamicCache
+
+        device = next(self.model.parameters()).device
+        prev: list[int] = []
+        cache = DynamicCache()
+        out = []
+        with torch.no_grad():
+            for prompt, q in items:
+                p_ids, conts = self.option_tokens(prompt, q)
+                keep = 0
+                while keep < min(len(prev), len(p_ids) - 1) and prev[keep] == p_ids[keep]:
+                    keep += 1
+                _crop(cache, keep)
+                logits = _extend(self.model, p_ids[keep:], cache, device, last=1)
+                last = torch.log_softmax(logits[0, -1].float(), -1)
+                scores = []
+                for c in conts:
+                    score = float(last[c[0]])
+                    if len(c) > 1:
+                        more = _extend(self.model, c[:-1], cache, device)
+                        logp = torch.log_softmax(more[0].float(), -1)
+                        score += float(logp[torch.arange(len(c) - 1), torch.tensor(c[1:])].sum())
+                        _crop(cache, len(p_ids))
+                    scores.append(score)
+                self.stats["cached"] += 1
+                out.append(scores)
+                prev = p_ids
         return out
 
     def _predict_generate(self, items: list[tuple[str, MCQuestion]]) -> list[int]:
@@ -260,6 +304,33 @@ class LMFitness(Fitness):
         counts = np.bincount(task_of, minlength=len(sample))
         sums = np.stack([np.bincount(task_of, weights=h, minlength=len(sample)) for h in hits])
         return sums / np.maximum(counts, 1)[None, :]
+
+
+def _extend(model: Any, ids: list[int], cache: Any, device: Any, last: int = 0) -> Any:
+    """Logits [1, len(ids), V] of ``ids`` after the cached positions (the cache grows by ``ids``); ``last`` > 0:
+    only the last ``keep`` positions' logits (the LM head skips the others)."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():  # transformers 5.x renames past_key_values -> cache (FutureWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        x = torch.tensor([ids], device=device)
+        extra = {"logits_to_keep": last} if last and _takes(model, "logits_to_keep") else {}
+        return model(input_ids=x, past_key_values=cache, use_cache=True, **extra).logits
+
+
+def _takes(model: Any, name: str) -> bool:
+    import inspect
+
+    return name in inspect.signature(model.forward).parameters
+
+
+def _crop(cache: Any, length: int) -> None:
+    """Keep the first ``length`` positions of a `transformers` cache (a negative crop works across versions)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
 
 
 def lm_fitness(model: Any, tokenizer: Any, tasks: Sequence[MCTask], **kwargs: Any) -> LMFitness:

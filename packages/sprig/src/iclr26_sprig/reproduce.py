@@ -128,30 +128,44 @@ def _gain(g: dict) -> str:
     return f"{100 * g['gain']:+.1f} [{100 * g['ci95'][0]:+.1f}, {100 * g['ci95'][1]:+.1f}]"
 
 
+def headroom(res: dict[str, Any]) -> tuple[bool, str]:
+    """(decidable, why): the default prompt's held-out accuracy must lie in [gate low, gate high]."""
+    g, acc = res["gate"], res["accuracy"]["default"]
+    ok = g["low"] <= acc <= g["high"]
+    return (
+        ok,
+        f"default {acc:.3f} {'within' if ok else 'outside'} the headroom gate [{g['low']}, {g['high']}]",
+    )
+
+
 def claims_real(res: dict[str, Any]) -> list[Claim]:
-    """scale=real: rules fixed before the run (see the README's "On a real model")."""
+    """scale=real: rules fixed before the run (see the README's "On a real model"); without headroom (the
+    default prompt at chance or saturated) the claims are undecided."""
     acc, gv, d = res["accuracy"], res["gain_vs_default"], res["sprig_minus_task_prompts"]
     n = res["test_questions"]
+    decided, gate = headroom(res)
     return [
         Claim(
             "C1",
             "an optimised system prompt improves a real model over its default system prompt",
             "qualitative (Table 2)",
             {"sprig": acc["sprig"], "default": acc["default"], "gain_points": 100 * gv["sprig"]["gain"]},
-            holds=bool(gv["sprig"]["ci95"][0] > 0),
-            rule="held-out gain of SPRIG over the default prompt: 95% CI lower end > 0",
-            note=f"gain (points, 95% CI) over {n} test questions: sprig {_gain(gv['sprig'])}, sprig_ga "
-            f"{_gain(gv['sprig_ga'])}, task prompts {_gain(gv['task_prompts'])}; budget {res['budget']} "
-            f"question-evaluations each",
+            holds=decided and bool(gv["sprig"]["ci95"][0] > 0),
+            decided=decided,
+            rule="headroom gate passed, then held-out gain of SPRIG over the default prompt: 95% CI lower end > 0",
+            note=f"{gate}; gain (points, 95% CI) over {n} test questions: sprig {_gain(gv['sprig'])}, "
+            f"sprig_ga {_gain(gv['sprig_ga'])}, task prompts {_gain(gv['task_prompts'])}; budget "
+            f"{res['budget']} question-evaluations each",
         ),
         Claim(
             "C2",
             "one system prompt is on par with per-task optimised task prompts (real model)",
             "on par",
             {"sprig": acc["sprig"], "task_prompts": acc["task_prompts"]},
-            holds=bool(d["gain"] >= -0.02),
-            rule="held-out SPRIG - task prompts >= -0.02 (point estimate; CI in the note)",
-            note=f"SPRIG - task prompts {_gain(d)} points; GA at the same budget {acc['sprig_ga']:.3f}",
+            holds=decided and bool(d["gain"] >= -0.02),
+            decided=decided,
+            rule="headroom gate passed, then held-out SPRIG - task prompts >= -0.02 (point estimate; CI in the note)",
+            note=f"{gate}; SPRIG - task prompts {_gain(d)} points; GA at the same budget {acc['sprig_ga']:.3f}",
         ),
     ]
 

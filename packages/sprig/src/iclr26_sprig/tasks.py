@@ -19,10 +19,17 @@ from iclr26_core.errors import UserError
 
 @dataclass(frozen=True)
 class MCQuestion:
+    """One question. ``lead`` (optional) is the text that opens the answer (the assistant turn) before the
+    scored continuation, instead of ``"Answer:"``; ``continuations`` (optional) are the scored texts of the
+    options, instead of the option letters / texts (e.g. ``lead`` = a sentence's first words and
+    ``continuations`` = " word" per option: lm-eval's continuation scoring inside the chat template)."""
+
     question: str
     options: tuple[str, ...]
     answer: int
     split: str | None = None
+    lead: str | None = None
+    continuations: tuple[str, ...] | None = None
 
 
 @dataclass

@@ -3,9 +3,12 @@ multiple-choice tasks built from real text (`iclr26_sprig.realtasks`), against t
 the per-task task-prompt baseline and the GA, all at SPRIG's question-evaluation budget; held-out test gains with
 paired, task-stratified 95% bootstrap intervals (`iclr26_sprig.intervals`).
 
-Scoring: each option is one token (" word") scored by log-likelihood after ``Answer:`` through the model's chat
-template; one forward pass per (prompt, question). With no system prompt SmolLM2's template inserts its own
-default system prompt ("You are a helpful AI assistant named SmolLM ..."): that is the "default" arm.
+Scoring: through the model's chat template, the system turn holding the prompt; each option's continuation in
+the assistant turn is scored by Σ log p (`iclr26_sprig.realtasks`: continuation and question formats), one
+question at a time with a key-value cache (the template and system prompt are computed once per prompt). With no
+system prompt SmolLM2's template inserts its own default system prompt ("You are a helpful AI assistant named
+SmolLM ..."): that is the "default" arm. A headroom gate fixed before the run (the default prompt's held-out
+accuracy between ``real.gate_low`` and ``real.gate_high``) decides whether the claims can be decided.
 """
 
 from __future__ import annotations
@@ -17,31 +20,25 @@ import numpy as np
 from .components import Component, SystemPrompt, load_components
 from .intervals import paired_gain_ci
 
-# our own candidate task prompts (user-turn instructions) per task type, for the task-prompt baseline
+# our own candidate task prompts (they open the user turn) per task type, for the task-prompt baseline
+_CONTINUE = [
+    "Continue the text.",
+    "Complete the sentence:",
+    "Here is the start of a sentence from Python's documentation.",
+    "Write the next word of this sentence.",
+    "Continue this technical description.",
+    "Finish the sentence naturally.",
+]
 TASK_PHRASES = {
-    "cloze": [
+    "next_word": _CONTINUE,
+    "cloze_prefix": _CONTINUE,
+    "cloze_question": [
         "Read the whole sentence before choosing.",
-        "Pick the word that makes the sentence grammatical.",
+        "Answer with the missing word only.",
         "The missing word is one of the four options.",
         "Think about the meaning of the sentence.",
-        "Answer with one word.",
+        "Pick the word that makes the sentence grammatical.",
         "This sentence comes from Python's documentation.",
-    ],
-    "next_word": [
-        "Continue the sentence naturally.",
-        "Pick the most likely next word.",
-        "The sentence comes from Python's documentation.",
-        "Think about what the sentence is describing.",
-        "Answer with one word.",
-        "Consider grammar first.",
-    ],
-    "odd_one_out": [
-        "Check each option against the sentence.",
-        "Exactly one option is missing from the sentence.",
-        "Read the sentence word by word.",
-        "Answer with one word.",
-        "Compare the options with the words of the sentence.",
-        "Be careful: three options do appear.",
     ],
 }
 
@@ -100,7 +97,7 @@ def run_real(cfg: Any, tick) -> dict[str, Any]:
     r = cfg.real
     seed = int(cfg.seed)
     model, tok = load_smollm2(dtype=torch.float32)
-    tasks = real_tasks(tok, int(r.n_train), int(r.n_test), seed)
+    tasks = real_tasks(int(r.n_train), int(r.n_test), seed, list(r.task_types))
     pool = small_pool(int(r.per_category))
     tick("real: model and tasks")
 
@@ -111,8 +108,7 @@ def run_real(cfg: Any, tick) -> dict[str, Any]:
             tasks,
             n_questions=int(r.n_questions),
             show_options=False,
-            option_prefix=" ",
-            batch_size=int(r.batch_size),
+            kv_cache=True,
             seed=s,
         )
 
@@ -144,6 +140,7 @@ def run_real(cfg: Any, tick) -> dict[str, Any]:
     tick("real: test")
     out: dict[str, Any] = {
         "model": "SmolLM2-135M-Instruct (Q4_1 GGUF dequantised, float32)",
+        "gate": {"chance": 0.25, "low": float(r.gate_low), "high": float(r.gate_high)},
         "tasks": {t.name: {k: len(v) for k, v in t.splits.items()} for t in tasks},
         "pool_size": len(pool),
         "budget": budget,
@@ -152,10 +149,13 @@ def run_real(cfg: Any, tick) -> dict[str, Any]:
         "prompts": {"sprig": s.best.render(), "sprig_ga": g.best.render(), "task_prompts": tp},
         "test_questions": len(task_of),
         "accuracy": {},
+        "accuracy_per_task": {},
         "gain_vs_default": {},
     }
     for name, h in arms.items():
-        out["accuracy"][name] = float(np.mean([h[task_of == t].mean() for t in np.unique(task_of)]))
+        per_task = {tasks[t].name: float(h[task_of == t].mean()) for t in np.unique(task_of)}
+        out["accuracy_per_task"][name] = per_task
+        out["accuracy"][name] = float(np.mean(list(per_task.values())))
         if name != "default":
             gain, lo, hi = paired_gain_ci(arms["default"], h, task_of, seed=seed)
             out["gain_vs_default"][name] = {"gain": gain, "ci95": [lo, hi]}
