@@ -205,9 +205,12 @@ def _base_eval(moe: Any, tok: Any, s: dict, r) -> tuple[dict, torch.Tensor, torc
     return base, crit, control
 
 
-def _arms(moe: Any, tok: Any, s: dict, r, tau: float, ctx) -> tuple[Any, dict[str, dict]]:
+def _arms(
+    moe: Any, tok: Any, s: dict, r, tau: float, ctx, route_grad_clip: float | None = None
+) -> tuple[Any, dict[str, dict]]:
     """The three LoRA fine-tunings of θ₀ (SFT without the attack, SFT, SafeMoE), each evaluated; θ₀ is
-    returned as it came (each arm's LoRA is unloaded)."""
+    returned as it came (each arm's LoRA is unloaded). ``route_grad_clip``: phase (b) clipped (None: the
+    paper's unclipped pass)."""
     arms: dict[str, dict] = {}
     specs = {
         "sft_no_attack": (s["benign_data"], False),
@@ -227,6 +230,7 @@ def _arms(moe: Any, tok: Any, s: dict, r, tau: float, ctx) -> tuple[Any, dict[st
             batch_size=int(r.attack.batch_size),
             defense=defense,
             seed=ctx.seed,
+            route_grad_clip=route_grad_clip,
         )
         arm_cpu = _cpu() - t1
         train_cpu = res.task_cpu_seconds + res.defense_cpu_seconds
@@ -272,7 +276,8 @@ def run_real(cfg, ctx) -> Results:
         f"tau {tau_info['tau']:.3g} (tau/sigma {tau_info['tau_over_sigma']:.3g}, rule {tau_info['rule']})"
     )
     base, crit, control = _base_eval(moe, tok, s, r)
-    moe, arms = _arms(moe, tok, s, r, tau_info["tau"], ctx)
+    clip = cfg.safemoe.get("route_grad_clip")
+    moe, arms = _arms(moe, tok, s, r, tau_info["tau"], ctx, None if clip is None else float(clip))
     metrics = {
         "setup": info,
         "temperature": tau_info,
