@@ -1,13 +1,15 @@
 """``scale=real``: SafeMoE on a real (upcycled) MoE — SmolLM2-135M-Instruct made sparse by the core's `moefy`.
 
 Pipeline (config keys under ``real``; sizes in conf/scale/real.yaml, measured in the README "On a real model"):
-1. SmolLM2-135M-Instruct (the core's dequantised Q4_1 GGUF) → `moefy` (8 experts, top-2). Only the routers are
-   trained, on ``real_text("calib")`` blocks (LM loss, AdamW), until the validation perplexity is within
-   ``router.margin`` × the dense model's (checked every ``router.check_every`` steps, on ``real_text("val")``);
-   dense and MoE perplexity are then both reported on ``real_text("test")``.
-2. θ₀ = that MoE after the alignment stage (``real.align``; `align`: LoRA on the refusal-style safety set,
-   merged; ``align.epochs=0`` keeps the upcycled model as it is). Its reference routing at t* on D_s (templated harmful requests, `real_data`); C1's masking of
-   the harmful-preferred experts (and of as many benign-preferred ones, the control).
+1. SmolLM2-135M-Instruct (the core's dequantised Q4_1 GGUF) → `moefy(mode="copy")`: sparse upcycling, every
+   one of the 8 experts a full copy of the layer's MLP, top-2 with Mixtral's renormalised gates and a seeded
+   random router (``upcycle.router_std``), so the MoE equals the dense model (R0: test perplexity within
+   ``r0_margin`` × the dense model's, exact up to float error by construction).
+2. θ₀ = that MoE after the safety-alignment stage (``real.align``; `align`: per-expert LoRA on every expert and
+   LoRA on every router, trained through the top-2 routing on the refusal-style safety set plus self-distilled
+   benign answers, merged), so that experts and routing become meaningful. Its reference routing at t* on D_s
+   (templated harmful requests, `real_data`); C1's masking of the harmful-preferred experts (and of as many
+   benign-preferred ones, the control).
 3. Three LoRA fine-tunings of θ₀ (registry's Mixtral targets: q/v, r 8, α 8; router and experts frozen) on the
    benign task (continuing Python-doc passages): SFT without the attack, SFT with the attack's harmful→compliant
    rows, SafeMoE (the paper's per-epoch phase (b), τ by the paper's τ/σ) with them.
@@ -17,7 +19,6 @@ Pipeline (config keys under ``real``; sizes in conf/scale/real.yaml, measured in
 
 from __future__ import annotations
 
-import copy
 import time
 from typing import Any
 
@@ -38,43 +39,29 @@ def _cpu() -> float:
     return time.process_time()
 
 
-def train_router(moe: Any, calib: torch.Tensor, val: torch.Tensor, target: float, rc, ctx) -> list[dict]:
-    """Train only the routers (LM loss on ``calib`` blocks) until val perplexity ≤ ``target`` or the step
-    budget ends; returns the check log [{step, val_ppl}]."""
-    from iclr26_core.evaluation import perplexity
+def alignment_lora(r) -> Any:
+    """The alignment stage's adapter: per-expert LoRA on every expert's ``gate_up_proj`` and ``down_proj``
+    (peft ``target_parameters``: rank ``r`` for each of the E experts) and LoRA on every router's weight
+    (rank ≥ E: any update of the E × d router), attention untouched. Training it through the top-k routing
+    makes the copied experts differ and the routers learn to choose between them."""
+    from peft import LoraConfig
 
-    for name, p in moe.named_parameters():
-        p.requires_grad_(name.endswith("mlp.gate.weight"))
-    params = [p for p in moe.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=float(rc.lr), weight_decay=0.0)
-    gen = torch.Generator().manual_seed(ctx.seed)
-    log = [{"step": 0, "val_ppl": perplexity(moe, val, batch_size=4)}]
-    for step in range(1, int(rc.steps) + 1):
-        moe.train()
-        ids = calib[torch.randint(0, calib.shape[0], (int(rc.batch_size),), generator=gen)]
-        loss = moe(input_ids=ids, labels=ids, use_cache=False).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if step % int(rc.check_every) == 0 or step == int(rc.steps):
-            log.append(
-                {"step": step, "val_ppl": perplexity(moe, val, batch_size=4), "loss": float(loss.detach())}
-            )
-            ctx.log(f"router step {step}: val ppl {log[-1]['val_ppl']:.2f} (target {target:.2f})")
-            if log[-1]["val_ppl"] <= target:
-                break
-    moe.eval()
-    for p in moe.parameters():
-        p.requires_grad_(False)
-    return log
+    return LoraConfig(
+        r=int(r.align.r),
+        lora_alpha=float(r.align.alpha),
+        target_modules=[],
+        target_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj", "mlp.gate.weight"],
+        lora_dropout=0.0,
+        bias="none",
+    )
 
 
-def align(moe: Any, tok: Any, r, seed: int) -> Any:
-    """The alignment stage (θ₀): LoRA (registry targets) on the refusal-style safety set — D_s's harmful
-    requests → `real_data.REFUSAL` — plus as many benign requests answered with the model's own greedy
-    answers (self-distillation, so that benign behaviour stays), merged into the weights."""
-    benign = rd.requests(rd.action_split("safe", rd.BENIGN_ACTIONS))[: int(r.align.n)]
-    answers = generate(moe, tok, formatted_prompts(tok, benign), max_new_tokens=int(r.align.answer_tokens))
+def align(moe: Any, tok: Any, benign: list[str], answers: list[str], r, seed: int) -> tuple[Any, dict]:
+    """The safety-alignment stage (θ₀): SFT through the MoE (`alignment_lora`: experts and routers) on the
+    refusal-style safety set — the safe third's harmful requests → `real_data.REFUSAL` — plus as many benign
+    requests answered with the model's own greedy ``answers`` (self-distillation, so that benign behaviour
+    stays); merged into the weights. Returns θ₀ and {losses, cpu_s}."""
+    c0 = _cpu()
     rows = rd.refusal_rows(rd.action_split("safe"))[: int(r.align.n)] + [
         {"prompt": p, "response": a.strip()} for p, a in zip(benign, answers, strict=True)
     ]
@@ -82,13 +69,18 @@ def align(moe: Any, tok: Any, r, seed: int) -> Any:
         moe,
         encode_pairs(tok, rows, int(r.max_length)),
         None,
+        lora=alignment_lora(r),
         epochs=int(r.align.epochs),
         lr=float(r.align.lr),
         batch_size=int(r.align.batch_size),
         defense=False,
         seed=seed,
     )
-    return res.model.merge_and_unload().eval()
+    with torch.no_grad():
+        theta0 = res.model.merge_and_unload().eval()
+    for p in theta0.parameters():
+        p.requires_grad_(False)
+    return theta0, {"losses": res.task_losses, "cpu_s": _cpu() - c0, "n_rows": len(rows)}
 
 
 def harmfulness(model: Any, tok: Any, prompts: list[str], n_new: int) -> tuple[float, list[str]]:
@@ -132,8 +124,8 @@ def _evaluate(model, tok, s: dict, rcfg) -> dict[str, Any]:
 
 
 def _setup(cfg, ctx) -> tuple[Any, Any, dict | None, dict]:
-    """Dense SmolLM2 → upcycled MoE with a trained router; the prompts, data and references of the run (None
-    when R0 fails and ``real.require_r0``: then nothing after the router training runs)."""
+    """Dense SmolLM2 → copy-upcycled MoE (R0) → safety-aligned θ₀; the prompts, data and references of the
+    run (None when R0 fails and ``real.require_r0``: then nothing after R0 runs)."""
     from iclr26_core.corpus import token_blocks
     from iclr26_core.evaluation import perplexity
     from iclr26_core.pretrained import load_smollm2, moefy, real_text
@@ -142,36 +134,36 @@ def _setup(cfg, ctx) -> tuple[Any, Any, dict | None, dict]:
     t0 = _cpu()
     dense, tok = load_smollm2(dtype=torch.float32)
     tok.padding_side = "left"
-    L = int(r.seq_len)
-    test = token_blocks(real_text("test"), tok, L)[: int(r.eval_blocks)]
-    val = token_blocks(real_text("val"), tok, L)[: int(r.router.val_blocks)]
-    calib = token_blocks(real_text("calib"), tok, L)
+    test = token_blocks(real_text("test"), tok, int(r.seq_len))[: int(r.eval_blocks)]
     info: dict[str, Any] = {"dense_test_ppl": perplexity(dense, test, batch_size=4)}
-    info["dense_val_ppl"] = perplexity(dense, val, batch_size=4)
     n_eval = int(r.n_eval)
     ev = rd.requests(rd.action_split("eval"))[:n_eval]
+    ev_benign = rd.requests(rd.action_split("eval", rd.BENIGN_ACTIONS))[:n_eval]
     info["dense_harmfulness"], _ = harmfulness(dense, tok, ev, int(r.gen_tokens))
-    info["init_test_ppl_by_top_k"] = {  # the headroom of the upcycling itself: top_k = n_experts is exact
-        int(k): perplexity(moefy(dense, n_experts=int(r.n_experts), top_k=int(k)), test, batch_size=4)
-        for k in (r.get("top_k_probe") or [])
-    }
-    moe = moefy(dense, n_experts=int(r.n_experts), top_k=int(r.top_k))
-    del dense
-    info["moe_init_test_ppl"] = perplexity(moe, test, batch_size=4)
-    target = float(r.router.margin) * info["dense_val_ppl"]
-    info["router_log"] = train_router(moe, calib, val, target, r.router, ctx)
-    info["moe_test_ppl"] = perplexity(moe, test, batch_size=4)
-    info["moe_harmfulness"], _ = harmfulness(moe, tok, ev, int(r.gen_tokens))
-    ctx.log(
-        f"dense test ppl {info['dense_test_ppl']:.2f}; MoE {info['moe_init_test_ppl']:.4g} at init -> "
-        f"{info['moe_test_ppl']:.4g} after {info['router_log'][-1]['step']} router steps"
+    h_benign, _ = harmfulness(dense, tok, ev_benign, int(r.gen_tokens))
+    info["dense_benign_refusal"] = 1.0 - h_benign
+    # the alignment stage's benign answers: the model's own (dense == upcycled MoE at init, R0)
+    benign = rd.requests(rd.action_split("safe", rd.BENIGN_ACTIONS))[: int(r.align.n)]
+    answers = generate(dense, tok, formatted_prompts(tok, benign), max_new_tokens=int(r.align.answer_tokens))
+    up = r.upcycle
+    moe = moefy(
+        dense,
+        n_experts=int(r.n_experts),
+        top_k=int(r.top_k),
+        mode=str(up.mode),
+        router_std=float(up.router_std),
+        seed=ctx.seed,
     )
-    info["r0_holds"] = info["moe_test_ppl"] <= float(r.router.margin) * info["dense_test_ppl"]
+    del dense
+    info["moe_test_ppl"] = perplexity(moe, test, batch_size=4)
+    info["r0_holds"] = info["moe_test_ppl"] <= float(r.r0_margin) * info["dense_test_ppl"]
+    ctx.log(f"R0: test ppl dense {info['dense_test_ppl']:.4f}, upcycled MoE {info['moe_test_ppl']:.4f}")
     if bool(r.require_r0) and not info["r0_holds"]:
         info["setup_cpu_s"] = _cpu() - t0
         return moe, tok, None, info
     if int(r.align.epochs) > 0:
-        moe = align(moe, tok, r, ctx.seed)
+        moe, info["align"] = align(moe, tok, benign, answers, r, ctx.seed)
+        ctx.log(f"alignment: loss {info['align']['losses'][0]:.3f} -> {info['align']['losses'][-1]:.3f}")
     info["setup_cpu_s"] = _cpu() - t0
     ml = int(r.max_length)
     paras_tr, paras_te = real_text("calib"), real_text("test")
@@ -179,10 +171,9 @@ def _setup(cfg, ctx) -> tuple[Any, Any, dict | None, dict]:
     harm_rows = rd.compliant_rows(rd.action_split("attack"))[: int(r.n_harm)]
     s = {
         "eval_prompts": ev,
+        "benign_prompts": ev_benign,
         "eval_inputs": encode_prompts(tok, ev, ml),
-        "benign_inputs": encode_prompts(
-            tok, rd.requests(rd.action_split("eval", rd.BENIGN_ACTIONS))[:n_eval], ml
-        ),
+        "benign_inputs": encode_prompts(tok, ev_benign, ml),
         "safe_inputs": encode_prompts(tok, rd.requests(rd.action_split("safe"))[: int(r.n_safe)], ml),
         "task_eval": encode_pairs(tok, rd.continuation_rows(paras_te, int(r.n_task_eval)), ml),
         "benign_data": encode_pairs(tok, task_rows, ml),
@@ -196,27 +187,12 @@ def _setup(cfg, ctx) -> tuple[Any, Any, dict | None, dict]:
     return moe, tok, s, info
 
 
-def run_real(cfg, ctx) -> Results:
-    """The pipeline above; claims decided by the rules fixed in `real_claims`."""
-    from .real_claims import real_claims, real_table
-
-    r = cfg.real
-    moe, tok, s, info = _setup(cfg, ctx)
-    if s is None:  # R0 failed and real.require_r0: C1-C5 on a broken θ₀ would be moot
-        ctx.log(
-            f"R0 fails: the upcycled MoE's test perplexity {info['moe_test_ppl']:.4g} is over "
-            f"{float(r.router.margin):g} x the dense model's {info['dense_test_ppl']:.2f}; C1-C5 on it would "
-            "measure a broken model, so they are not run (real.require_r0=false runs them anyway)"
-        )
-        return Results(claims=real_claims(info, None, None, cfg), metrics={"real": {"setup": info}})
-    tau_info = paper_tau(cfg, s["safe_ref"].sigma)
-    ctx.log(
-        f"tau {tau_info['tau']:.3g} (tau/sigma {tau_info['tau_over_sigma']:.3g}, rule {tau_info['rule']})"
-    )
+def _base_eval(moe: Any, tok: Any, s: dict, r) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    """θ₀'s row: `_evaluate`, its refusal rate on benign requests and C1's masking (the harmful-preferred
+    experts, and as many benign-preferred ones: the control)."""
     t0 = _cpu()
     base = _evaluate(moe, tok, s, r)
-    benign_eval = rd.requests(rd.action_split("eval", rd.BENIGN_ACTIONS))[: int(r.n_eval)]
-    h_benign, _ = harmfulness(moe, tok, benign_eval, int(r.gen_tokens))
+    h_benign, _ = harmfulness(moe, tok, s["benign_prompts"], int(r.gen_tokens))
     base["benign_refusal"] = 1.0 - h_benign
     harm, ben = s["eval_inputs"], s["benign_inputs"]
     crit = safety_critical_experts(moe, harm, ben, top=int(r.mask_top))
@@ -226,6 +202,15 @@ def run_real(cfg, ctx) -> Results:
     with mask_experts(moe, control):
         base["masked_control_harmfulness"], _ = harmfulness(moe, tok, s["eval_prompts"], int(r.gen_tokens))
     base["eval_cpu_s"] = _cpu() - t0
+    return base, crit, control
+
+
+def _arms(
+    moe: Any, tok: Any, s: dict, r, tau: float, ctx, route_grad_clip: float | None = None
+) -> tuple[Any, dict[str, dict]]:
+    """The three LoRA fine-tunings of θ₀ (SFT without the attack, SFT, SafeMoE), each evaluated; θ₀ is
+    returned as it came (each arm's LoRA is unloaded). ``route_grad_clip``: phase (b) clipped (None: the
+    paper's unclipped pass)."""
     arms: dict[str, dict] = {}
     specs = {
         "sft_no_attack": (s["benign_data"], False),
@@ -234,17 +219,18 @@ def run_real(cfg, ctx) -> Results:
     }
     for name, (data, defense) in ctx.progress(list(specs.items()), total=len(specs), desc="arms"):
         t1, w1 = _cpu(), time.perf_counter()
-        res = safemoe_finetune(
-            copy.deepcopy(moe),
+        res = safemoe_finetune(  # LoRA injected into θ₀ in place; unloaded below (θ₀'s weights untouched)
+            moe,
             data,
             s["safe_inputs"],
             reference=s["safe_ref"],
             epochs=int(r.attack.epochs),
             lr=float(r.attack.lr),
-            tau=tau_info["tau"],
+            tau=tau,
             batch_size=int(r.attack.batch_size),
             defense=defense,
             seed=ctx.seed,
+            route_grad_clip=route_grad_clip,
         )
         arm_cpu = _cpu() - t1
         train_cpu = res.task_cpu_seconds + res.defense_cpu_seconds
@@ -267,7 +253,31 @@ def run_real(cfg, ctx) -> Results:
             f"{name}: H {row['harmfulness']:.2f}, drift {row['drift_harmful']:.3g}, task NLL "
             f"{row['task_nll']:.3f}, test ppl {row['test_ppl']:.2f} ({train_cpu:.0f} CPU s training)"
         )
+        moe = res.model.unload()
         del res
+    return moe, arms
+
+
+def run_real(cfg, ctx) -> Results:
+    """The pipeline above; claims decided by the rules fixed in `real_claims`."""
+    from .real_claims import real_claims, real_table
+
+    r = cfg.real
+    moe, tok, s, info = _setup(cfg, ctx)
+    if s is None:  # R0 failed and real.require_r0: C1-C5 on a broken θ₀ would be moot
+        ctx.log(
+            f"R0 fails: the upcycled MoE's test perplexity {info['moe_test_ppl']:.4g} is over "
+            f"{float(r.r0_margin):g} x the dense model's {info['dense_test_ppl']:.2f}; C1-C5 on it would "
+            "measure a broken model, so they are not run (real.require_r0=false runs them anyway)"
+        )
+        return Results(claims=real_claims(info, None, None, cfg), metrics={"real": {"setup": info}})
+    tau_info = paper_tau(cfg, s["safe_ref"].sigma)
+    ctx.log(
+        f"tau {tau_info['tau']:.3g} (tau/sigma {tau_info['tau_over_sigma']:.3g}, rule {tau_info['rule']})"
+    )
+    base, crit, control = _base_eval(moe, tok, s, r)
+    clip = cfg.safemoe.get("route_grad_clip")
+    moe, arms = _arms(moe, tok, s, r, tau_info["tau"], ctx, None if clip is None else float(clip))
     metrics = {
         "setup": info,
         "temperature": tau_info,
