@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 
 from iclr26_bof4.cli import main
-from iclr26_core.testing import run_cli
+from iclr26_core.testing import reproduce_real
 
 
 @pytest.mark.slow
 def test_reproduce_real_smallest(tmp_path):
-    pytest.importorskip("gguf")
     out = tmp_path / "real"
     overrides = [
         "real.eval_tokens=1024",
@@ -22,9 +20,7 @@ def test_reproduce_real_smallest(tmp_path):
         "errors.block_sizes=[64,128]",
         "opq.block_sizes=[64,128]",
     ]
-    res = run_cli(main, ["reproduce", "scale=real", f"out={out}", *overrides])
-    assert res.code == 0, res.err[-3000:]
-    m = json.loads((out / "metrics.json").read_text())
+    _, m = reproduce_real(main, out, *overrides)
     real = m["real"]
     assert real["blocks"] == 2 and real["tokens_predicted"] == 2 * 511
     assert real["quantised_layers"] == 30 * 7 and real["kept"]  # lm_head kept

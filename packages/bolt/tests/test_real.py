@@ -1,24 +1,19 @@
 """scale=real: the real questions, the continuation template, the student, the headroom gates, the smallest run."""
 
-import json
-
 import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
 
 from iclr26_bolt.cli import main
-from iclr26_core.testing import run_cli
+from iclr26_core.testing import reproduce_real
 
 
 @pytest.mark.slow
 def test_real_scale_smallest(tmp_path):
-    pytest.importorskip("gguf")
     out = tmp_path / "real"
     small = ["real.n_train=8", "real.n_val=6", "real.n_test=6", "real.student_blocks=2", "real.epochs=1"]
-    res = run_cli(main, ["reproduce", "scale=real", f"out={out}", *small])
-    assert res.code == 0, res.output
-    m = json.loads((out / "metrics.json").read_text())
+    _, m = reproduce_real(main, out, *small)
     assert [c["id"] for c in m["claims"]] == ["R1", "R2"]
     assert m["items"] == {"train": 8, "val": 6, "test": 6}
     assert set(m["arms"]) == {"odd", "sft", "token_kd", "token_kd_answer"}

@@ -1,30 +1,16 @@
 """scale=real on SmolLM2-135M-Instruct, its smallest configuration (slow: loads the real model)."""
 
-import json
-
 import pytest
 
 from iclr26_calgacus.cli import main
-from iclr26_core.testing import run_cli
+from iclr26_core.testing import reproduce_real
 
 
 @pytest.mark.slow
 def test_reproduce_real_smallest(tmp_path, monkeypatch):
-    pytest.importorskip("gguf")  # the [real] extra of iclr26-core (converts SmolLM2 from its GGUF)
     monkeypatch.delenv("ICLR26_CACHE", raising=False)  # the user's cache: SmolLM2 is converted once there
     out = tmp_path / "run"
-    args = [
-        "reproduce",
-        "scale=real",
-        "n_cases=2",
-        "secret_tokens=6",
-        "judge_calib=4",
-        "threads=1",
-        f"out={out}",
-    ]
-    res = run_cli(main, args)
-    assert res.code == 0, res.output
-    m = json.loads((out / "metrics.json").read_text())
+    _, m = reproduce_real(main, out, "n_cases=2", "secret_tokens=6", "judge_calib=4", "threads=1")
     rows = m["rows"]
     assert len(rows) == 4 and sum(r["hostile"] for r in rows) == 2
     # every cover went through a file and came back exactly; the record says which transport was used

@@ -1,24 +1,19 @@
 """scale=real at its smallest: SmolLM2's layer-15 activations (hooked, cached) and every SAE of the protocol."""
 
-import json
-
 import pytest
 import torch
 
-from iclr26_core.testing import run_cli
+from iclr26_core.testing import reproduce_real
 from iclr26_gba.cli import main
 
 pytestmark = pytest.mark.slow
 
 
 def test_real_scale_smallest(tmp_path):
-    pytest.importorskip("gguf")
     pytest.importorskip("sae_lens")
     out = tmp_path / "real"
     small = ["real.train_tokens=1024", "real.test_tokens=512", "real.steps=30", "real.n_neurons=64"]
-    res = run_cli(main, ["reproduce", "scale=real", f"out={out}", *small])
-    assert res.code == 0, res.output
-    m = json.loads((out / "metrics.json").read_text())
+    _, m = reproduce_real(main, out, *small)
     assert [c["id"] for c in m["claims"]] == ["R1", "R2", "R3"]
     assert m["rows"] == {"train": 1024, "test": 512} and len(m["gba_groups"]) == 10
     k = m["k"]

@@ -217,14 +217,8 @@ def test_analyze_any_architecture_detected_or_by_arch(tmp_path):
 @pytest.mark.slow
 def test_reproduce_real_smallest(tmp_path):
     """scale=real at its smallest: SmolLM2-135M and its random control on 512 held-out tokens."""
-    pytest.importorskip("gguf")
     out = tmp_path / "real"
-    res = run_cli(
-        main,
-        ["reproduce", "scale=real", "real.tokens=512", "real.seq_len=128", "figures=false", f"out={out}"],
-    )
-    assert res.code == 0, res.stderr
-    metrics = json.loads((out / "metrics.json").read_text())
+    _, metrics = testing.reproduce_real(main, out, "real.tokens=512", "real.seq_len=128", "figures=false")
     assert [c["id"] for c in metrics["claims"]] == ["C1", "C5"]
     assert metrics["capture_check_max_abs_diff"] < 1e-4
     assert len(metrics["trained"]) == len(metrics["control"]) == 30

@@ -10,23 +10,17 @@ from iclr26_obr.cli import main
 
 @pytest.mark.slow
 def test_reproduce_real_smallest(tmp_path):
-    pytest.importorskip("gguf")  # the core's SmolLM2 conversion needs the optional packages
     out = tmp_path / "run"
-    res = testing.run_cli(
+    res, _ = testing.reproduce_real(
         main,
-        [
-            "reproduce",
-            "scale=real",
-            f"out={out}",
-            "threads=1",
-            "real.blocks=[0]",
-            "real.seq_len=128",
-            "real.nsamples=2",
-            "real.eval_blocks=2",
-            "real.peers=false",
-        ],
+        out,
+        "threads=1",
+        "real.blocks=[0]",
+        "real.seq_len=128",
+        "real.nsamples=2",
+        "real.eval_blocks=2",
+        "real.peers=false",
     )
-    assert res.code == 0, res.stderr[-2000:]
     m, claims = testing.check_smoke_report(
         (out, res), "obr", ["C1", "C4", "C5"], files=["real.md"], scale="real"
     )

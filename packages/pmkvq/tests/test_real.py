@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from iclr26_core import testing
@@ -23,11 +21,8 @@ SMALLEST = [
 
 @pytest.mark.slow
 def test_real_scale_smallest_configuration(tmp_path):
-    pytest.importorskip("gguf")
     out = tmp_path / "real"
-    res = testing.run_cli(main, ["reproduce", "scale=real", "threads=1", f"out={out}", *SMALLEST])
-    assert res.code == 0, res.err[-2000:]
-    m = json.loads((out / "metrics.json").read_text())
+    _, m = testing.reproduce_real(main, out, "threads=1", *SMALLEST)
     r = m["real"]
     arms = {k: v["mean_kl"] for k, v in r["arms"].items()}
     claims = {c["id"]: c for c in m["claims"]}

@@ -10,30 +10,24 @@ from iclr26_safemoe.cli import main
 
 @pytest.mark.slow
 def test_reproduce_real_smallest(tmp_path):
-    pytest.importorskip("gguf")  # the core's SmolLM2 conversion needs the optional packages
     out = tmp_path / "run"
-    res = testing.run_cli(
+    res, _ = testing.reproduce_real(
         main,
-        [
-            "reproduce",
-            "scale=real",
-            f"out={out}",
-            "threads=1",
-            "real.eval_blocks=2",
-            "real.n_safe=3",
-            "real.n_task=4",
-            "real.n_harm=2",
-            "real.n_eval=3",
-            "real.n_task_eval=2",
-            "real.gen_tokens=4",
-            "real.align.epochs=1",
-            "real.align.n=3",
-            "real.align.answer_tokens=4",
-            "real.attack.epochs=1",
-            "real.require_r0=false",
-        ],
+        out,
+        "threads=1",
+        "real.eval_blocks=2",
+        "real.n_safe=3",
+        "real.n_task=4",
+        "real.n_harm=2",
+        "real.n_eval=3",
+        "real.n_task_eval=2",
+        "real.gen_tokens=4",
+        "real.align.epochs=1",
+        "real.align.n=3",
+        "real.align.answer_tokens=4",
+        "real.attack.epochs=1",
+        "real.require_r0=false",
     )
-    assert res.code == 0, res.stderr[-2000:]
     m, claims = testing.check_smoke_report(
         (out, res), "safemoe", ["R0", "C1", "C2", "C3", "C4", "C5"], files=["real.md"], scale="real"
     )

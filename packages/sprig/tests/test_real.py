@@ -1,23 +1,17 @@
 """scale=real on SmolLM2-135M-Instruct, its smallest configuration (slow: loads the real model)."""
 
-import json
-
 import pytest
 
-from iclr26_core.testing import run_cli
+from iclr26_core.testing import reproduce_real
 from iclr26_sprig.cli import main
 
 
 @pytest.mark.slow
 def test_reproduce_real_smallest(tmp_path, monkeypatch):
-    pytest.importorskip("gguf")  # the [real] extra of iclr26-core (converts SmolLM2 from its GGUF)
     monkeypatch.delenv("ICLR26_CACHE", raising=False)  # the user's cache: SmolLM2 is converted once there
     out = tmp_path / "run"
     small = "real.n_train=12 real.n_test=4 real.n_questions=1 real.beam_size=1 real.top_ucb=2 real.n_iters=1"
-    args = ["reproduce", "scale=real", *small.split(), "real.ga_generations=1", "threads=1", f"out={out}"]
-    res = run_cli(main, args)
-    assert res.code == 0, res.output
-    m = json.loads((out / "metrics.json").read_text())
+    _, m = reproduce_real(main, out, *small.split(), "real.ga_generations=1", "threads=1")
     r = m["real"]
     assert r["test_questions"] == 12 and set(r["accuracy"]) == {
         "default",

@@ -363,3 +363,25 @@ def test_claims_and_checks_are_counted_apart():
     real = [{"id": "R1", "holds": True}, {"id": "R2", "holds": False, "decided": False}]
     assert verdict_summary(real, "real") == "1/2 checks pass, 1 undecided"
     assert verdict_summary([], "cpu") == "0/0 claims hold"
+
+
+def test_reproduce_real_runs_scale_real_and_returns_its_metrics(tmp_path):
+    import json
+
+    from iclr26_core.testing import reproduce_real
+
+    pytest.importorskip("gguf")
+    seen = []
+
+    def fake_main(argv):
+        seen.append(list(argv))
+        out = Path(argv[2].removeprefix("out="))
+        out.mkdir(parents=True)
+        (out / "metrics.json").write_text(json.dumps({"scale": "real", "n": len(argv)}))
+        return 0 if "fail=false" in argv else 1
+
+    res, m = reproduce_real(fake_main, tmp_path / "a", "fail=false")
+    assert seen[0] == ["reproduce", "scale=real", f"out={tmp_path / 'a'}", "fail=false"] and res.code == 0
+    assert m == {"scale": "real", "n": 4}
+    with pytest.raises(AssertionError):  # a failing run fails the test, with its output
+        reproduce_real(fake_main, tmp_path / "b")

@@ -143,6 +143,22 @@ def reproduce_smoke(
     return res
 
 
+def reproduce_real(
+    main: Callable[[Sequence[str]], int | None], out: str | Path, *overrides: str
+) -> tuple[CliResult, dict[str, Any]]:
+    """A package's slow ``scale=real`` test in one call: skipped (not failed) without the core's ``real`` extra
+    (``gguf`` converts SmolLM2), then ``reproduce scale=real out=OUT [overrides]`` in-process; fails with the
+    output's tail unless it exits 0. Returns the result and the run's ``metrics.json``."""
+    import json
+
+    import pytest
+
+    pytest.importorskip("gguf")
+    res = run_cli(main, ["reproduce", "scale=real", f"out={out}", *overrides])
+    assert res.code == 0, res.output[-3000:]
+    return res, json.loads((Path(out) / "metrics.json").read_text())
+
+
 def assert_refuses_nonempty_out(main: Callable[[Sequence[str]], int | None], directory: str | Path) -> None:
     """``reproduce scale=smoke out=DIR`` on a directory holding a file: one line, exit 2, the file untouched."""
     directory = Path(directory)
