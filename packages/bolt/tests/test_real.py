@@ -120,7 +120,9 @@ def test_headroom_gates_decide_or_leave_undecided():
         {
             "seed": 0,
             "route": {"boot": 200, "k_r": 4},
-            "real": {"gate": {"margin": 0.05, "z": 2.0, "min_fix": 0.02}},
+            "real": {
+                "gate": {"margin": 0.05, "z": 2.0, "min_fix": 0.02, "r1_effect": 0.0531, "r2_effect": 0.014}
+            },
         }
     )
     arms = {"odd": 0.7, "sft": 0.5, "token_kd": 0.3, "token_kd_answer": 0.45}
@@ -133,3 +135,11 @@ def test_headroom_gates_decide_or_leave_undecided():
     assert not r1.decided and not r2.decided
     _, r2 = claims(cfg, _metrics(0.9, arms, 0.0))  # no action ever fixes pass-1: nothing to route
     assert not r2.decided
+    # past the gate, a "no" needs an interval that excludes the paper's effect (5.31 points for R1)
+    tie = {"odd": 0.6, "sft": 0.5, "token_kd": 0.3, "token_kd_answer": 0.6}
+    r1, _ = claims(cfg, _metrics(0.9, tie, 0.1, n=60))  # 60 items: SE ≈ 9 points, the paper's gap fits
+    assert not r1.decided and not r1.holds and "SE" in r1.measured
+    behind = {**tie, "token_kd_answer": 0.62}
+    r1, _ = claims(cfg, _metrics(0.9, behind, 0.1, n=4000))  # 4,000 items: SE ≈ 1.1 points
+    d, se = r1.measured["diff"], r1.measured["SE"]
+    assert d + 2 * se < 5.31 and r1.decided and not r1.holds, (d, se)  # ODD 2 points behind: a decided no
