@@ -20,8 +20,12 @@ def test_real_scale_smallest(tmp_path):
     assert m["kd_reading"] in ("token_kd", "token_kd_answer")
     g = m["gate"]
     r1, r2 = m["claims"]
-    assert r1["decided"] == (g["teacher"]["ok"] and g["best_arm"]["ok"])
-    assert r2["decided"] == (g["odd"]["ok"] and g["fix_rate"] >= 0.02)
+    x1, x2 = r1["measured"], r2["measured"]
+    powered1 = r1["holds"] or x1["diff"] + 2 * x1["SE"] < 5.31  # a "no" must exclude the paper's effect
+    assert r1["decided"] == (g["teacher"]["ok"] and g["best_arm"]["ok"] and powered1)
+    ar, ae = x2["adv vs random"], x2["adv vs entropy"]
+    powered2 = r2["holds"] or ar + 2 * x2["SE"] < 1.4 or ae + 2 * x2["SE entropy"] < 0
+    assert r2["decided"] == (g["odd"]["ok"] and g["fix_rate"] >= 0.02 and powered2)
     assert not (r1["holds"] and not r1["decided"])
     assert m["teacher_acc"] == pytest.approx(g["teacher"]["acc"])
     assert len((out / "teacher_cache.jsonl").read_text().splitlines()) == 8
